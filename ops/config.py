@@ -1,0 +1,444 @@
+"""Load a rig's YAML into frozen values (ops/model.py); every mistake names file, line and key.
+
+The loader walks the composed YAML node tree rather than the plain dict, because only nodes know their
+line: an operator told "sides.A.evaluator.tm_port (line 31)" fixes it in seconds.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ops.model import (EvaluatorConfig, HeartbeatConfig, HostConfig, RigConfig, ServerConfig,
+                       SideConfig)
+
+# Evaluator arguments the console sets itself: letting config set them would let two sides share a server
+# or a TrafficManager, or trip the `--resume type=bool` trap.
+OWNED_ARGS = ("port", "traffic-manager-port", "checkpoint", "resume", "routes", "host")
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    file: str
+    line: int | None
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+class ConfigError(Exception):
+    def __init__(self, issues: list[ConfigIssue]):
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "carla-console" / "rig.yaml"
+
+
+class _Reader:
+    """Walks YAML nodes, collecting every issue instead of stopping at the first."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.issues: list[ConfigIssue] = []
+
+    def err(self, node: yaml.Node | None, key: str, message: str) -> None:
+        line = node.start_mark.line + 1 if node is not None else None
+        self.issues.append(ConfigIssue(self.file, line, key, message))
+
+    def mapping(self, node: yaml.Node, key: str, allowed: dict[str, bool]) -> dict[str, yaml.Node] | None:
+        """allowed: key -> required."""
+        if not isinstance(node, yaml.MappingNode):
+            self.err(node, key, f"must be a mapping, got {_kind(node)}")
+            return None
+        out: dict[str, yaml.Node] = {}
+        for k_node, v_node in node.value:
+            k = k_node.value if isinstance(k_node, yaml.ScalarNode) else str(k_node)
+            path = f"{key}.{k}" if key else k
+            if k in out:
+                self.err(k_node, path, "duplicate key")
+            elif k not in allowed:
+                self.err(k_node, path, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+            else:
+                out[k] = v_node
+        for k, required in allowed.items():
+            if required and k not in out:
+                self.err(node, f"{key}.{k}" if key else k, "missing required key")
+        return out
+
+    def names(self, node: yaml.Node, key: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
+        """A mapping of user-chosen names (hosts, sides)."""
+        if not isinstance(node, yaml.MappingNode):
+            self.err(node, key, f"must be a mapping, got {_kind(node)}")
+            return []
+        seen: set[str] = set()
+        out = []
+        for k_node, v_node in node.value:
+            k = str(k_node.value)
+            if k in seen:
+                self.err(k_node, f"{key}.{k}", "duplicate name")
+                continue
+            if not k or not all(c.isalnum() or c in "-_" for c in k):
+                self.err(k_node, f"{key}.{k}", "names may hold letters, digits, '-' and '_' only")
+                continue
+            seen.add(k)
+            out.append((k, k_node, v_node))
+        return out
+
+    def scalar(self, node: yaml.Node, key: str, kind: type, conv: Callable[[Any], Any] | None = None,
+               check: Callable[[Any], str | None] | None = None) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            self.err(node, key, f"must be {_type_word(kind)}, got {_kind(node)}")
+            return None
+        value = yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool) and conv is str:
+            value = str(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            self.err(node, key, f"must be {_type_word(kind)}, got {value!r}")
+            return None
+        if check is not None:
+            problem = check(value)
+            if problem:
+                self.err(node, key, problem)
+                return None
+        return conv(value) if conv else value
+
+    def seq(self, node: yaml.Node, key: str, kind: type, conv: Callable[[Any], Any] | None = None,
+            check: Callable[[Any], str | None] | None = None, nonempty: bool = False) -> tuple | None:
+        if not isinstance(node, yaml.SequenceNode):
+            self.err(node, key, f"must be a list, got {_kind(node)}")
+            return None
+        if nonempty and not node.value:
+            self.err(node, key, "must not be empty")
+            return None
+        items = [self.scalar(n, f"{key}[{i}]", kind, conv, check) for i, n in enumerate(node.value)]
+        return None if any(i is None for i in items) else tuple(items)
+
+
+def _kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    return repr(node.value) if isinstance(node, yaml.ScalarNode) else type(node).__name__
+
+
+def _type_word(kind: type) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(kind, kind.__name__)
+
+
+def _port(v: int) -> str | None:
+    # N+2 must stay a valid port too.
+    return None if 1 <= v <= 65533 else f"port {v} is outside 1..65533"
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else f"must be > 0, got {v}"
+
+
+def _expand(path: str, base: Path) -> str:
+    p = os.path.expanduser(os.path.expandvars(path))
+    return p if os.path.isabs(p) else str((base / p).resolve())
+
+
+_HOST_KEYS = {"type": True, "os": False, "address": False, "port": False, "user": False, "known_hosts": False,
+              "client_keys": False, "connect_timeout_s": False, "powershell": False, "nvidia_smi": False,
+              "netsh": False, "vram_source": False}
+_SERVER_KEYS = {"host": True, "command": True, "rpc_port": True, "adapter": False, "adapter_candidates": False,
+                "vram_min_delta_mb": False, "start_wait_s": False, "probe_timeout_s": False,
+                "managed_by_evaluator": False}
+_EVAL_KEYS = {"host": True, "conda_env": True, "cwd": True, "script": True, "routes": True, "checkpoint": True,
+              "log": True, "tm_port": False, "args": False, "env": False, "max_attempts": False, "python": False}
+_SIDE_KEYS = {"server": True, "evaluator": True, "heartbeat": False}
+_TOP_KEYS = {"version": True, "name": False, "state_dir": False, "conda": False, "poll_s": False,
+             "hosts": True, "sides": True}
+
+
+def _read_host(r: _Reader, name: str, node: yaml.Node, base: Path) -> HostConfig | None:
+    key = f"hosts.{name}"
+    m = r.mapping(node, key, _HOST_KEYS)
+    if m is None:
+        return None
+    n_issues = len(r.issues)
+    kw: dict[str, Any] = {"name": name}
+    kw["type"] = r.scalar(m["type"], f"{key}.type", str, check=lambda v: None if v in ("local", "ssh", "wsl-interop")
+                          else f"must be one of local, ssh, wsl-interop, got {v!r}") if "type" in m else None
+    default_os = "windows" if kw["type"] == "wsl-interop" else "linux"
+    kw["os"] = r.scalar(m["os"], f"{key}.os", str, check=lambda v: None if v in ("linux", "windows")
+                        else f"must be linux or windows, got {v!r}") if "os" in m else default_os
+    if "address" in m:
+        kw["address"] = r.scalar(m["address"], f"{key}.address", str)
+    elif kw["type"] == "ssh":
+        r.err(node, f"{key}.address", "an ssh host needs an address (a name, an IP, or \"@gateway\")")
+    if "port" in m:
+        kw["port"] = r.scalar(m["port"], f"{key}.port", int, check=_port)
+    if "user" in m:
+        kw["user"] = r.scalar(m["user"], f"{key}.user", str)
+    if "known_hosts" in m:
+        v = r.scalar(m["known_hosts"], f"{key}.known_hosts", str)
+        kw["known_hosts"] = _expand(v, base) if v else None
+    if "client_keys" in m:
+        v = r.seq(m["client_keys"], f"{key}.client_keys", str)
+        kw["client_keys"] = tuple(_expand(p, base) for p in v) if v else None
+    if "connect_timeout_s" in m:
+        kw["connect_timeout_s"] = r.scalar(m["connect_timeout_s"], f"{key}.connect_timeout_s", float, check=_positive)
+    if "powershell" in m:
+        kw["powershell"] = r.scalar(m["powershell"], f"{key}.powershell", str)
+    for tool in ("nvidia_smi", "netsh"):
+        if tool in m:
+            kw[tool] = _argv(r, m[tool], f"{key}.{tool}")
+    if "vram_source" in m:
+        kw["vram_source"] = r.scalar(m["vram_source"], f"{key}.vram_source", str, check=lambda v: None if v in (
+            "auto", "nvml", "nvidia-smi") else f"must be auto, nvml or nvidia-smi, got {v!r}")
+    if len(r.issues) > n_issues:
+        return None
+    return HostConfig(**kw)
+
+
+def _argv(r: _Reader, node: yaml.Node, key: str) -> tuple[str, ...] | None:
+    """A command: a list of strings, or one string naming the program (never split on spaces)."""
+    if isinstance(node, yaml.ScalarNode):
+        v = r.scalar(node, key, str)
+        return (v,) if v else None
+    return r.seq(node, key, str, nonempty=True)
+
+
+def _read_server(r: _Reader, key: str, node: yaml.Node) -> ServerConfig | None:
+    m = r.mapping(node, key, _SERVER_KEYS)
+    if m is None:
+        return None
+    n_issues = len(r.issues)
+    kw: dict[str, Any] = {}
+    kw["host"] = r.scalar(m["host"], f"{key}.host", str) if "host" in m else None
+    kw["command"] = _argv(r, m["command"], f"{key}.command") if "command" in m else None
+    if kw["command"]:
+        for i, tok in enumerate(kw["command"]):
+            if tok.lower().startswith(("-carla-rpc-port", "-graphicsadapter", "-carla-port")):
+                r.err(m["command"], f"{key}.command[{i}]", f"{tok!r} is set by the console "
+                      "(from rpc_port and the adapter); remove it")
+    kw["rpc_port"] = r.scalar(m["rpc_port"], f"{key}.rpc_port", int, check=_port) if "rpc_port" in m else None
+    if "adapter" in m:
+        kw["adapter"] = r.scalar(m["adapter"], f"{key}.adapter", int, check=lambda v: None if v >= 0 else "must be >= 0")
+    if "adapter_candidates" in m:
+        kw["adapter_candidates"] = r.seq(m["adapter_candidates"], f"{key}.adapter_candidates", int, nonempty=True,
+                                         check=lambda v: None if v >= 0 else "must be >= 0")
+    if "vram_min_delta_mb" in m:
+        kw["vram_min_delta_mb"] = r.scalar(m["vram_min_delta_mb"], f"{key}.vram_min_delta_mb", int, check=_positive)
+    for k in ("start_wait_s", "probe_timeout_s"):
+        if k in m:
+            kw[k] = r.scalar(m[k], f"{key}.{k}", float, check=_positive)
+    if "managed_by_evaluator" in m:
+        kw["managed_by_evaluator"] = r.scalar(m["managed_by_evaluator"], f"{key}.managed_by_evaluator", bool)
+    if len(r.issues) > n_issues:
+        return None
+    return ServerConfig(**kw)
+
+
+def _flat_value(v: Any) -> str | None:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, (int, float, str)):
+        return str(v)
+    return None
+
+
+def _read_pairs(r: _Reader, node: yaml.Node, key: str) -> tuple[tuple[str, str], ...] | None:
+    if not isinstance(node, yaml.MappingNode):
+        r.err(node, key, f"must be a mapping, got {_kind(node)}")
+        return None
+    out = []
+    for k_node, v_node in node.value:
+        k = str(k_node.value)
+        if not isinstance(v_node, yaml.ScalarNode):
+            r.err(v_node, f"{key}.{k}", f"must be a string or number, got {_kind(v_node)}")
+            continue
+        value = _flat_value(yaml.safe_load(yaml.serialize(v_node)))
+        if value is None:
+            r.err(v_node, f"{key}.{k}", "must be a string or number (null is not allowed)")
+            continue
+        out.append((k, value))
+    return tuple(out)
+
+
+def _read_evaluator(r: _Reader, key: str, node: yaml.Node, base: Path) -> EvaluatorConfig | None:
+    m = r.mapping(node, key, _EVAL_KEYS)
+    if m is None:
+        return None
+    n_issues = len(r.issues)
+    kw: dict[str, Any] = {}
+    for k in ("host", "conda_env", "cwd", "script", "routes", "checkpoint", "log"):
+        if k in m:
+            kw[k] = r.scalar(m[k], f"{key}.{k}", str, check=lambda v: None if v.strip() else "must not be empty")
+    if kw.get("cwd"):
+        kw["cwd"] = _expand(kw["cwd"], base)
+    if kw.get("conda_env") and not all(c.isalnum() or c in "-_." for c in kw["conda_env"]):
+        r.err(m["conda_env"], f"{key}.conda_env", "an env name holds letters, digits, '-', '_' and '.' only")
+    if "tm_port" in m:
+        kw["tm_port"] = r.scalar(m["tm_port"], f"{key}.tm_port", int, check=_port)
+    if "args" in m:
+        pairs = _read_pairs(r, m["args"], f"{key}.args")
+        if pairs is not None:
+            arg_lines = {str(k.value): k for k, _ in m["args"].value}
+            for k, _v in pairs:
+                bare = k.lstrip("-")
+                if bare in OWNED_ARGS or bare.replace("_", "-") in OWNED_ARGS:
+                    r.err(arg_lines.get(k), f"{key}.args.{k}", f"--{bare} is set by the console "
+                          "(from the side's ports, checkpoint, routes and the resume rule); remove it")
+            kw["args"] = tuple((k.lstrip("-"), v) for k, v in pairs)
+    if "env" in m:
+        pairs = _read_pairs(r, m["env"], f"{key}.env")
+        if pairs is not None:
+            kw["env"] = pairs
+    if "max_attempts" in m:
+        kw["max_attempts"] = r.scalar(m["max_attempts"], f"{key}.max_attempts", int, check=_positive)
+    if "python" in m:
+        kw["python"] = r.scalar(m["python"], f"{key}.python", str)
+    if len(r.issues) > n_issues or any(kw.get(k) is None for k in ("host", "conda_env", "cwd", "script", "routes",
+                                                                     "checkpoint", "log")):
+        return None
+    return EvaluatorConfig(**kw)
+
+
+def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig | None:
+    key = f"sides.{name}"
+    m = r.mapping(node, key, _SIDE_KEYS)
+    if m is None:
+        return None
+    server = _read_server(r, f"{key}.server", m["server"]) if "server" in m else None
+    evaluator = _read_evaluator(r, f"{key}.evaluator", m["evaluator"], base) if "evaluator" in m else None
+    heartbeat = HeartbeatConfig()
+    if "heartbeat" in m:
+        hm = r.mapping(m["heartbeat"], f"{key}.heartbeat", {"stall_s": False})
+        if hm and "stall_s" in hm:
+            stall = r.scalar(hm["stall_s"], f"{key}.heartbeat.stall_s", float, check=_positive)
+            if stall is not None:
+                heartbeat = HeartbeatConfig(stall_s=stall)
+    if server is None or evaluator is None:
+        return None
+    return SideConfig(name=name, server=server, evaluator=evaluator, heartbeat=heartbeat)
+
+
+def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str, SideConfig],
+                  nodes: dict[str, yaml.Node]) -> list[str]:
+    """Checks that span sides: ports, TM ports, hosts. Returns warnings (not errors)."""
+    warnings: list[str] = []
+    for name, side in sides.items():
+        snode = nodes[name]
+        for role, host in (("server", side.server.host), ("evaluator", side.evaluator.host)):
+            if host not in rig_hosts and not any(i.key.startswith(f"hosts.{host}") for i in r.issues):
+                known = ", ".join(sorted(rig_hosts)) or "none"
+                r.err(_child(snode, role, "host"), f"sides.{name}.{role}.host",
+                      f"host {host!r} is not defined under hosts (defined: {known})")
+        if side.evaluator.tm_port in side.server.ports:
+            r.err(_child(snode, "evaluator", "tm_port"), f"sides.{name}.evaluator.tm_port",
+                  f"TM port {side.evaluator.tm_port} collides with this side's server ports {list(side.server.ports)}")
+    names = list(sides)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            sa, sb = sides[a], sides[b]
+            if sa.evaluator.tm_port == sb.evaluator.tm_port:
+                r.err(_child(nodes[b], "evaluator", "tm_port") or nodes[b], f"sides.{b}.evaluator.tm_port",
+                      f"TM port {sb.evaluator.tm_port} is also side {a}'s TM port: two TrafficManagers on one port "
+                      "collide silently (the default 8000 is the usual trap); give each side its own")
+            else:
+                # Conservative on purpose: even on different hosts, one port plan per rig keeps the
+                # operator's picture (and the winNAT scan) simple.
+                shared = sorted(set(sa.planned_ports) & set(sb.planned_ports))
+                if shared:
+                    r.err(_child(nodes[b], "server", "rpc_port") or nodes[b], f"sides.{b}.server.rpc_port",
+                          f"ports {shared} of side {b} (server N, N+1, N+2 and TM {list(sb.planned_ports)}) "
+                          f"overlap side {a}'s {list(sa.planned_ports)}")
+            if (sa.server.adapter is not None and sa.server.adapter == sb.server.adapter
+                    and sa.server.host == sb.server.host
+                    and (sa.server.managed_by_evaluator or sb.server.managed_by_evaluator)):
+                warnings.append(f"sides {a} and {b} share -graphicsadapter={sa.server.adapter} on host "
+                                f"{sa.server.host} while an evaluator manages its own server: Bench2Drive's crash "
+                                "cleanup kills every server with that adapter token, the other side's too")
+    return warnings
+
+
+def _child(node: yaml.Node, *keys: str) -> yaml.Node | None:
+    for k in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        for k_node, v_node in node.value:
+            if getattr(k_node, "value", None) == k:
+                node = v_node
+                break
+        else:
+            return None
+    return node
+
+
+def load_config(path: str | os.PathLike) -> RigConfig:
+    """Load and validate; raise ConfigError listing every issue found."""
+    p = Path(path).expanduser()
+    file = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([ConfigIssue(file, None, "", "no such file (give one with -c FILE, or write "
+                                       f"{default_config_path()})")]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError([ConfigIssue(file, None, "", f"cannot read: {e}")]) from None
+    return parse_config(text, file)
+
+
+def parse_config(text: str, file: str = "<config>") -> RigConfig:
+    r = _Reader(file)
+    base = Path(file).expanduser().resolve().parent if not file.startswith("<") else Path.cwd()
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError([ConfigIssue(file, line, "", f"not valid YAML: {getattr(e, 'problem', None) or e}")]) from None
+    if root is None:
+        raise ConfigError([ConfigIssue(file, None, "", "the file is empty")])
+    top = r.mapping(root, "", _TOP_KEYS)
+    if top is None:
+        raise ConfigError(r.issues)
+    if "version" in top:
+        r.scalar(top["version"], "version", int, check=lambda v: None if v == 1 else f"only version 1 is known, got {v}")
+    name = r.scalar(top["name"], "name", str, conv=str) if "name" in top else Path(file).stem
+    state_dir = r.scalar(top["state_dir"], "state_dir", str) if "state_dir" in top else \
+        "~/.local/state/carla-console"
+    conda = _argv(r, top["conda"], "conda") if "conda" in top else ("conda",)
+    poll_s = r.scalar(top["poll_s"], "poll_s", float, check=_positive) if "poll_s" in top else 1.0
+    rig_hosts: dict[str, HostConfig] = {}
+    if "hosts" in top:
+        for hname, _k, hnode in r.names(top["hosts"], "hosts"):
+            h = _read_host(r, hname, hnode, base)
+            if h is not None:
+                rig_hosts[hname] = h
+    sides: dict[str, SideConfig] = {}
+    side_nodes: dict[str, yaml.Node] = {}
+    if "sides" in top:
+        entries = r.names(top["sides"], "sides")
+        if not entries and isinstance(top["sides"], yaml.MappingNode):
+            r.err(top["sides"], "sides", "a rig needs at least one side")
+        for sname, _k, snode in entries:
+            side_nodes[sname] = snode
+            s = _read_side(r, sname, snode, base)
+            if s is not None:
+                sides[sname] = s
+    # Cross-checks run on whatever parsed, so one pass reports a bad port and a missing host together.
+    warnings = _cross_checks(r, rig_hosts, sides, side_nodes)
+    if r.issues:
+        raise ConfigError(r.issues)
+    return RigConfig(path=str(Path(file).expanduser().resolve()) if not file.startswith("<") else file,
+                     name=name or "rig", state_dir=_expand(state_dir or "~/.local/state/carla-console", base),
+                     conda=conda or ("conda",), poll_s=poll_s or 1.0, hosts=rig_hosts, sides=sides,
+                     warnings=tuple(warnings))

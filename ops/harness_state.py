@@ -1,0 +1,75 @@
+"""The harness's state file (state_dir/sides/SIDE/harness.json): attempts, pids, exit codes, times.
+
+Written atomically by the harness (tmp + rename) so a reader never sees half a file; read by every console
+to rediscover running sides after it was closed or lost its SSH session.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ops.model import RigConfig
+
+
+@dataclass
+class AttemptRecord:
+    n: int
+    started: float
+    resume: bool
+    argv: list[str]
+    evaluator_pid: int | None = None
+    evaluator_create_time: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+    backup: str | None = None
+
+
+@dataclass
+class HarnessState:
+    side: str
+    pid: int
+    create_time: float
+    max_attempts: int
+    status: str = "starting"     # starting | running | resuming | finished | failed | stopped | refused
+    attempt: int = 0
+    detail: str = ""
+    updated: float = 0.0
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def side_dir(rig: RigConfig, side: str) -> Path:
+    return Path(rig.state_dir) / "sides" / side
+
+
+def state_path(rig: RigConfig, side: str) -> Path:
+    return side_dir(rig, side) / "harness.json"
+
+
+def write_state(rig: RigConfig, st: HarnessState) -> None:
+    path = state_path(rig, st.side)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".harness.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(st.to_json(), f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_state(rig: RigConfig, side: str) -> HarnessState | None | str:
+    """The state, None when there is none, or an error string when it cannot be read."""
+    path = state_path(rig, side)
+    try:
+        data = json.loads(path.read_text())
+        attempts = [AttemptRecord(**a) for a in data.pop("attempts", [])]
+        return HarnessState(**data, attempts=attempts)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError) as e:
+        return f"unreadable {path}: {e}"

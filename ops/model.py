@@ -1,0 +1,92 @@
+"""Typed, frozen values of a rig's configuration (loaded and validated by ops/config.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str
+    type: str                      # 'local' | 'ssh' | 'wsl-interop'
+    os: str = "linux"              # 'linux' | 'windows'
+    address: str | None = None     # ssh: hostname/IP, or '@gateway' (default route, resolved at start)
+    port: int = 22
+    user: str | None = None
+    known_hosts: str | None = None  # ssh: path; host keys are verified against it, never auto-accepted
+    client_keys: tuple[str, ...] = ()
+    connect_timeout_s: float = 10.0
+    powershell: str = "powershell.exe"  # wsl-interop
+    # Tool overrides (argv prefix). The sim rig points these at its fakes.
+    nvidia_smi: tuple[str, ...] = ("nvidia-smi",)
+    netsh: tuple[str, ...] = ("netsh",)
+    vram_source: str = "auto"      # 'nvml' | 'nvidia-smi' | 'auto' (nvml on local hosts, nvidia-smi elsewhere)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str
+    command: tuple[str, ...]
+    rpc_port: int
+    adapter: int | None = None     # last known good adapter; None until polling found one
+    adapter_candidates: tuple[int, ...] = (0, 2, 1, 3)
+    vram_min_delta_mb: int = 4096
+    start_wait_s: float = 30.0
+    probe_timeout_s: float = 5.0
+    managed_by_evaluator: bool = False  # the evaluator starts/kills its own server (Bench2Drive style)
+
+    @property
+    def ports(self) -> tuple[int, int, int]:
+        return (self.rpc_port, self.rpc_port + 1, self.rpc_port + 2)
+
+
+@dataclass(frozen=True)
+class EvaluatorConfig:
+    host: str
+    conda_env: str
+    cwd: str                       # absolute, ~ expanded
+    script: str                    # relative to cwd unless absolute
+    routes: str                    # relative to cwd unless absolute
+    checkpoint: str                # relative to cwd unless absolute
+    log: str                       # relative to cwd unless absolute
+    tm_port: int = 8000
+    args: tuple[tuple[str, str], ...] = ()   # extra evaluator args, '--key value', in config order
+    env: tuple[tuple[str, str], ...] = ()
+    max_attempts: int = 3
+    python: str = "python"
+
+    def path(self, rel: str) -> str:
+        """A path of this evaluator resolved against its cwd (POSIX: evaluators run on Linux/WSL)."""
+        import posixpath
+        return rel if posixpath.isabs(rel) else posixpath.normpath(posixpath.join(self.cwd, rel))
+
+
+@dataclass(frozen=True)
+class HeartbeatConfig:
+    stall_s: float = 1500.0
+
+
+@dataclass(frozen=True)
+class SideConfig:
+    name: str
+    server: ServerConfig
+    evaluator: EvaluatorConfig
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+
+    @property
+    def planned_ports(self) -> tuple[int, int, int, int]:
+        return (*self.server.ports, self.evaluator.tm_port)
+
+
+@dataclass(frozen=True)
+class RigConfig:
+    path: str                      # the file it came from
+    name: str
+    state_dir: str                 # absolute
+    conda: tuple[str, ...]         # the conda executable (argv prefix)
+    poll_s: float
+    hosts: dict[str, HostConfig]
+    sides: dict[str, SideConfig]
+    warnings: tuple[str, ...] = ()
+
+    def side(self, name: str) -> SideConfig:
+        return self.sides[name]

@@ -1,0 +1,1 @@
+"""Tri-state probes of a side: server, heartbeat, evaluator, VRAM."""

@@ -1,0 +1,123 @@
+"""The evaluator's side of a snapshot: its chain in the process table, its checkpoint's progress and DS.
+
+A checkpoint caught half-written parses as an error: progress is then UNKNOWN (null), never 0, and the
+file is never touched because of it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ops.chain import Chain, find_chain
+from ops.files import read_text, stat_file
+from ops.harness_state import HarnessState, read_state
+from ops.hosts.base import Host
+from ops.model import RigConfig, SideConfig
+from ops.parse.checkpoint import Checkpoint, completed_records, driving_score, last_status, parse_checkpoint
+from ops.parse.errors import ParseError
+from ops.procs import ProcTable
+from ops.tristate import Evidence, State, Verdict
+
+
+@dataclass(frozen=True)
+class CheckpointReading:
+    checkpoint: Checkpoint | None
+    error: str | None
+    missing: bool = False
+    mtime: float | None = None
+
+    @property
+    def progress(self) -> tuple[int, int] | None:
+        if self.checkpoint is None:
+            return None
+        done = len(completed_records(self.checkpoint))
+        total = self.checkpoint.progress[1] if self.checkpoint.progress else None
+        return (done, total) if total is not None else None
+
+
+class CheckpointCache:
+    """Re-parse a checkpoint only when its mtime or size moved: it changes once a route, the poll is 1 Hz."""
+
+    def __init__(self) -> None:
+        self._key: dict[str, tuple[float | None, int | None]] = {}
+        self._val: dict[str, CheckpointReading] = {}
+
+    async def read(self, host: Host, path: str, timeout: float) -> CheckpointReading:
+        st = await stat_file(host, path, timeout)
+        if st.error:
+            return CheckpointReading(None, st.error)
+        if not st.exists:
+            return CheckpointReading(None, None, missing=True)
+        cache_key = f"{host.name}:{path}"
+        if self._key.get(cache_key) == (st.mtime, st.size) and cache_key in self._val:
+            return self._val[cache_key]
+        ft = await read_text(host, path, timeout)
+        if ft.missing:
+            return CheckpointReading(None, None, missing=True)
+        if ft.text is None:
+            return CheckpointReading(None, ft.error)
+        parsed = parse_checkpoint(ft.text)
+        if isinstance(parsed, ParseError):
+            # Half-written (caught mid-rewrite): do not cache, the next poll will see the finished file.
+            return CheckpointReading(None, f"{parsed.reason}: {parsed.text[:120]!r}", mtime=st.mtime)
+        reading = CheckpointReading(parsed, None, mtime=st.mtime)
+        self._key[cache_key] = (st.mtime, st.size)
+        self._val[cache_key] = reading
+        return reading
+
+
+@dataclass(frozen=True)
+class EvaluatorProbe:
+    verdict: Verdict             # ALIVE: the evaluator process is there; DEAD: the table says it is not
+    chain: Chain
+    harness: HarnessState | None
+    harness_alive: bool
+    checkpoint: CheckpointReading
+    phase: str                   # running | restarting | finished | stopped | absent | unknown
+
+    @property
+    def pid(self) -> int | None:
+        ev = self.chain.evaluator
+        return ev.pid if ev else None
+
+    @property
+    def ds(self) -> float | None:
+        cp = self.checkpoint.checkpoint
+        return driving_score(cp) if cp else None
+
+    @property
+    def last_status(self) -> str | None:
+        cp = self.checkpoint.checkpoint
+        return last_status(cp) if cp else None
+
+
+async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: ProcTable,
+                          cache: CheckpointCache, timeout: float) -> EvaluatorProbe:
+    cp = await cache.read(host, side.evaluator.path(side.evaluator.checkpoint), timeout)
+    hs = read_state(rig, side.name)
+    harness = hs if isinstance(hs, HarnessState) else None
+    if not table.ok:
+        v = Verdict(State.UNKNOWN, (table.evidence(),), f"process table unreadable: {table.error}")
+        return EvaluatorProbe(v, Chain(()), harness, False, cp, "unknown")
+    chain = find_chain(table, rig, side, local=host.is_local)
+    ev = chain.evaluator
+    harness_alive = chain.harness is not None
+    detail = ", ".join(f"{m.role} {m.proc.pid}" for m in chain.members) or "no process of this side"
+    evidence = (table.evidence(), Evidence(f"chain of side {side.name}", True, detail=detail))
+    if ev is not None:
+        verdict = Verdict(State.ALIVE, evidence, f"evaluator pid {ev.pid}")
+        phase = "running"
+    else:
+        verdict = Verdict(State.DEAD, evidence, "no evaluator process")
+        finished = cp.checkpoint is not None and cp.checkpoint.entry_status == "Finished"
+        if harness_alive:
+            phase = "restarting"
+        elif finished or (harness is not None and harness.status == "finished"):
+            phase = "finished"
+        elif harness is not None and harness.status in ("failed", "stopped", "refused"):
+            phase = "stopped"
+        else:
+            phase = "absent"
+    if isinstance(hs, str):
+        evidence = evidence + (Evidence("harness state", False, error=hs),)
+        verdict = Verdict(verdict.state, evidence, verdict.summary)
+    return EvaluatorProbe(verdict, chain, harness, harness_alive, cp, phase)

@@ -1,0 +1,39 @@
+"""Heartbeat = the evaluator log's mtime. A hung evaluator (futex_wait after a tick timeout) is alive and
+silent, so exit-code supervision never fires; only the log going quiet for stall_s tells."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ops.files import stat_file
+from ops.hosts.base import Host
+from ops.tristate import Beat, Evidence
+
+
+@dataclass(frozen=True)
+class HeartbeatProbe:
+    beat: Beat
+    age_s: float | None
+    log: str
+    evidence: Evidence
+    stall_s: float
+
+    def to_json(self) -> dict:
+        return {"state": self.beat.value, "age_s": None if self.age_s is None else round(self.age_s, 1),
+                "log": self.log, "stall_s": self.stall_s}
+
+
+async def probe_heartbeat(host: Host, log: str, stall_s: float, timeout: float) -> HeartbeatProbe:
+    st = await stat_file(host, log, timeout)
+    what = f"mtime of {log} on {host.name}"
+    if st.error:
+        return HeartbeatProbe(Beat.UNKNOWN, None, log, Evidence(what, False, error=st.error, took_ms=st.took_ms),
+                              stall_s)
+    if not st.exists:
+        return HeartbeatProbe(Beat.NOT_STARTED, None, log,
+                              Evidence(what, True, detail="no log yet", took_ms=st.took_ms), stall_s)
+    assert st.mtime is not None and st.host_now is not None
+    # Both times come from the host's clock, so clock skew with the console does not fake a stall.
+    age = max(0.0, st.host_now - st.mtime)
+    beat = Beat.STALE if age > stall_s else Beat.FRESH
+    return HeartbeatProbe(beat, age, log, Evidence(what, True, detail=f"{age:.0f} s old (stall at {stall_s:.0f} s)",
+                                                   took_ms=st.took_ms), stall_s)

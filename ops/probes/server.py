@@ -1,0 +1,160 @@
+"""Is a side's CARLA server ALIVE, DEAD or UNKNOWN?
+
+ALIVE needs all three: a process with the side's exact `-carla-rpc-port=N` token, a TCP accept on N, and
+the real carla client's get_server_version() from the side's pinned env. DEAD needs positive evidence of
+absence: the process table was read and holds no such process, and N refused the connection. Anything
+else — a timeout, a missing `carla`, an unreadable table, a process that holds the marker but does not
+answer — is UNKNOWN, with the raw error kept.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from ops.hostops import TcpCheck, process_table, tcp_check
+from ops.hosts.base import Host
+from ops.model import RigConfig, SideConfig
+from ops.pinned import python_argv
+from ops.procs import Proc, ProcTable
+from ops.tristate import Evidence, State, Verdict
+
+
+def rpc_marker(port: int) -> str:
+    return f"-carla-rpc-port={port}"
+
+
+def server_processes(table: ProcTable, port: int) -> list[Proc]:
+    """Every process carrying the exact marker, outer → inner (launcher before the shipping binary)."""
+    marker = rpc_marker(port)
+    found = [p for p in table.procs.values() if p.has_token(marker)]
+    found.sort(key=lambda p: (p.create_time, p.pid))
+    return found
+
+
+def main_server(procs: list[Proc]) -> Proc | None:
+    """The real server: the innermost process with the marker (the launcher's pid is not it)."""
+    pids = {p.pid for p in procs}
+    inner = [p for p in procs if not any(q.ppid == p.pid for q in procs if q.pid in pids)]
+    return inner[-1] if inner else None
+
+
+def adapter_of(proc: Proc | None) -> int | None:
+    if proc is None or proc.cmdline is None:
+        return None
+    for tok in proc.cmdline:
+        if tok.lower().startswith("-graphicsadapter="):
+            try:
+                return int(tok.split("=", 1)[1])
+            except ValueError:
+                return None
+    return None
+
+
+@dataclass(frozen=True)
+class RpcCheck:
+    version: str | None
+    evidence: Evidence
+    import_failed: bool = False
+
+
+async def rpc_version(rig: RigConfig, side: SideConfig, ev_host: Host, address: str) -> RpcCheck:
+    """get_server_version() with the real carla client, run in the side's pinned env from a script file."""
+    t0 = time.perf_counter()
+    timeout = side.server.probe_timeout_s
+    script = await ev_host.script_path("carla_probe.py")
+    argv = python_argv(rig, side.evaluator, script, ["--host", address, "--port", str(side.server.rpc_port),
+                                                     "--timeout", str(timeout)])
+    # conda start-up plus the import of carla comes on top of the RPC timeout itself.
+    res = await ev_host.run(argv, timeout=timeout + 20.0)
+    took = (time.perf_counter() - t0) * 1e3
+    what = f"carla get_server_version() {address}:{side.server.rpc_port} in env {side.evaluator.conda_env}"
+    if not res.ok:
+        return RpcCheck(None, Evidence(what, False, error=res.why(), took_ms=took))
+    line = next((ln for ln in reversed(res.stdout.strip().splitlines()) if ln.startswith("{")), "")
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return RpcCheck(None, Evidence(what, False, error=f"unparseable probe output: {res.stdout[-300:]!r} "
+                                       f"{res.stderr[-300:]!r}", took_ms=took))
+    if data.get("ok"):
+        rpc_ms = float(data.get("took_ms", took))
+        return RpcCheck(str(data["version"]), Evidence(what, True, detail=f"rpc {data['version']} in {rpc_ms:.0f} ms",
+                                                        took_ms=took))
+    return RpcCheck(None, Evidence(what, False, error=str(data.get("error")), took_ms=took),
+                    import_failed=data.get("stage") == "import")
+
+
+@dataclass(frozen=True)
+class ServerProbe:
+    verdict: Verdict
+    pid: int | None = None
+    create_time: float | None = None
+    adapter: int | None = None
+    procs: tuple[Proc, ...] = ()
+    version: str | None = None
+    rpc_at: float | None = None
+
+
+def decide(table: ProcTable, procs: list[Proc], tcp: TcpCheck, rpc: RpcCheck | None, port: int) -> Verdict:
+    ev: list[Evidence] = [table.evidence()]
+    marker = rpc_marker(port)
+    if table.ok:
+        unreadable = [p.pid for p in table.procs.values() if p.cmdline is None]
+        detail = (f"{len(procs)} with {marker}: " + ", ".join(str(p.pid) for p in procs)) if procs else f"none with {marker}"
+        if not procs and unreadable:
+            detail += f"; {len(unreadable)} cmdlines unreadable"
+        ev.append(Evidence(f"processes with {marker}", True, detail=detail))
+    ev.append(tcp.evidence)
+    if rpc is not None:
+        ev.append(rpc.evidence)
+    evidence = tuple(ev)
+    if not table.ok:
+        return Verdict(State.UNKNOWN, evidence, f"process table unreadable: {table.error}")
+    if procs:
+        if tcp.open is True and rpc is not None and rpc.version:
+            return Verdict(State.ALIVE, evidence, f"rpc {rpc.version} ({rpc.evidence.took_ms:.0f} ms)")
+        if tcp.open is True and rpc is None:
+            return Verdict(State.UNKNOWN, evidence, "process and port up; rpc not checked yet")
+        if tcp.open is True:
+            why = "carla unavailable in the probe env" if rpc and rpc.import_failed else "accepts but does not answer"
+            return Verdict(State.UNKNOWN, evidence, f"{why}: {rpc.evidence.error if rpc else ''}")
+        if tcp.open is False:
+            return Verdict(State.UNKNOWN, evidence, f"process {procs[-1].pid} holds {marker} but port {port} refuses "
+                           "(starting, or wedged)")
+        return Verdict(State.UNKNOWN, evidence, f"port {port}: {tcp.evidence.error}")
+    if any(p.cmdline is None for p in table.procs.values()):
+        return Verdict(State.UNKNOWN, evidence, "no marker seen, but some cmdlines are unreadable (elevation?)")
+    if tcp.open is False:
+        return Verdict(State.DEAD, evidence, f"no process with {marker}; port {port} refused")
+    if tcp.open is True:
+        return Verdict(State.UNKNOWN, evidence, f"no process with {marker}, yet port {port} accepts: "
+                       "something else holds it")
+    return Verdict(State.UNKNOWN, evidence, f"no process with {marker}; port {port}: {tcp.evidence.error}")
+
+
+async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host], *, with_rpc: bool = True,
+                       table: ProcTable | None = None) -> ServerProbe:
+    host = hosts[side.server.host]
+    port = side.server.rpc_port
+    timeout = side.server.probe_timeout_s
+    if table is None:
+        table = await process_table(host, timeout)
+    procs = server_processes(table, port) if table.ok else []
+    tcp = await tcp_check(host.tcp_address, port, timeout)
+    rpc = None
+    if with_rpc and procs and tcp.open:
+        rpc = await rpc_version(rig, side, hosts[side.evaluator.host], _address_from(hosts, side))
+    verdict = decide(table, procs, tcp, rpc, port)
+    main = main_server(procs)
+    return ServerProbe(verdict=verdict, pid=main.pid if main else None,
+                       create_time=main.create_time if main else None, adapter=adapter_of(main),
+                       procs=tuple(procs), version=rpc.version if rpc else None,
+                       rpc_at=time.time() if rpc and rpc.version else None)
+
+
+def _address_from(hosts: dict[str, Host], side: SideConfig) -> str:
+    """The server's address as the evaluator host sees it."""
+    if side.server.host == side.evaluator.host:
+        return "127.0.0.1"
+    return hosts[side.server.host].tcp_address

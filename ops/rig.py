@@ -1,0 +1,32 @@
+"""A live rig: its config, its connected hosts and the prober that shares caches between polls."""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from ops.hosts.base import Host
+from ops.hosts.factory import make_hosts
+from ops.model import RigConfig
+from ops.snapshot import Prober
+
+
+@dataclass
+class LiveRig:
+    config: RigConfig
+    hosts: dict[str, Host]
+    prober: Prober
+
+    async def close(self) -> None:
+        for h in self.hosts.values():
+            await h.close()
+
+
+@asynccontextmanager
+async def open_rig(rig: RigConfig, rpc_every_s: float = 30.0) -> AsyncIterator[LiveRig]:
+    hosts = await make_hosts(rig.hosts)
+    live = LiveRig(rig, hosts, Prober(rig, hosts, rpc_every_s=rpc_every_s))
+    try:
+        yield live
+    finally:
+        await live.close()

@@ -1,0 +1,154 @@
+"""One snapshot of a side: the values status --json, the TUI panes and the guard's plans all read.
+
+The poll is split by cost: the process table (cached scan), TCP connects, log and checkpoint stats run
+every cycle; the carla-client RPC probe (a conda start plus `import carla`, ~1 s of CPU) runs every
+`rpc_every_s` and always before a destructive plan. Between RPC probes a server whose process and port
+are still up keeps the last RPC answer, shown with its age.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from ops.files import tail_lines
+from ops.hostops import process_table
+from ops.hosts.base import Host
+from ops.model import RigConfig, SideConfig
+from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluator
+from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
+from ops.probes.server import ServerProbe, probe_server
+from ops.probes.vram import VramReading, read_vram
+from ops.procs import ProcTable
+from ops.tristate import Beat, Evidence, State, Verdict
+
+
+@dataclass(frozen=True)
+class SideSnapshot:
+    name: str
+    side: SideConfig
+    server: ServerProbe
+    vram: VramReading | None
+    heartbeat: HeartbeatProbe
+    evaluator: EvaluatorProbe
+    log_tail: tuple[str, ...] = ()
+    at: float = field(default_factory=time.time)
+    took_ms: float = 0.0
+
+    @property
+    def idle(self) -> bool:
+        """A server rendering for nobody: its evaluator finished or absent while the server is ALIVE."""
+        return (self.server.verdict.state is State.ALIVE and self.evaluator.verdict.state is State.DEAD
+                and not self.evaluator.harness_alive)
+
+    @property
+    def server_vram_mb(self) -> int | None:
+        if self.vram is None or self.vram.apps is None:
+            return None
+        pids = {p.pid for p in self.server.procs}
+        used = [self.vram.apps[p] for p in pids if p in self.vram.apps]
+        if any(u is None for u in used):
+            return None
+        return sum(u for u in used if u is not None) if pids else None
+
+    def gpu_of_server(self):
+        """The GPU this server renders on: the one whose process list holds its pid."""
+        if self.vram is None:
+            return None
+        return self.vram.gpu(0) if len(self.vram.gpus) == 1 else None
+
+    def to_json(self) -> dict:
+        s, e, hb = self.server, self.evaluator, self.heartbeat
+        gpu = self.gpu_of_server()
+        harness = e.harness
+        return {
+            "server": {"state": s.verdict.state.value, "summary": s.verdict.summary,
+                       "evidence": [ev.line() for ev in s.verdict.evidence], "pid": s.pid,
+                       "create_time": s.create_time, "adapter": s.adapter, "version": s.version,
+                       "host": self.side.server.host,
+                       "ports": {"rpc": self.side.server.rpc_port, "streaming": self.side.server.rpc_port + 1,
+                                 "secondary": self.side.server.rpc_port + 2, "tm": self.side.evaluator.tm_port}},
+            "vram": {"used_mb": gpu.used_mb if gpu else None, "total_mb": gpu.total_mb if gpu else None,
+                     "server_mb": self.server_vram_mb, "gpu": gpu.name if gpu else None,
+                     "evidence": self.vram.evidence.line() if self.vram else None},
+            "heartbeat": hb.to_json(),
+            "evaluator": {"state": e.verdict.state.value, "summary": e.verdict.summary, "phase": e.phase,
+                          "pid": e.pid, "attempt": harness.attempt if harness else None,
+                          "max_attempts": self.side.evaluator.max_attempts,
+                          "chain": [{"pid": m.proc.pid, "role": m.role} for m in e.chain.members],
+                          "progress": list(e.checkpoint.progress) if e.checkpoint.progress else None,
+                          "progress_error": e.checkpoint.error,
+                          "ds": None if e.ds is None else round(e.ds, 3),
+                          "last_status": e.last_status,
+                          "harness": harness.status if harness else None},
+            "idle": self.idle,
+        }
+
+
+class Prober:
+    """Owns the caches a rig's probes share (process scans, checkpoints, last RPC answers)."""
+
+    def __init__(self, rig: RigConfig, hosts: dict[str, Host], rpc_every_s: float = 30.0) -> None:
+        self.rig = rig
+        self.hosts = hosts
+        self.rpc_every_s = rpc_every_s
+        self.checkpoints = CheckpointCache()
+        self._last_rpc: dict[str, tuple[float, ServerProbe]] = {}
+
+    async def tables(self, host_names: set[str], timeout: float) -> dict[str, ProcTable]:
+        names = sorted(host_names)
+        results = await asyncio.gather(*(process_table(self.hosts[n], timeout) for n in names))
+        return dict(zip(names, results))
+
+    async def side(self, name: str, *, rpc: bool | None = None, tables: dict[str, ProcTable] | None = None,
+                   tail: int = 0) -> SideSnapshot:
+        """rpc: True forces the carla-client probe, False skips it, None follows the cadence."""
+        t0 = time.perf_counter()
+        side = self.rig.sides[name]
+        timeout = side.server.probe_timeout_s
+        if tables is None:
+            tables = await self.tables({side.server.host, side.evaluator.host}, timeout)
+        ev_host = self.hosts[side.evaluator.host]
+        last = self._last_rpc.get(name)
+        due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_every_s)
+        server_t = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host])
+        hb_t = probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s, timeout)
+        ev_t = probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout)
+        vram_t = read_vram(self.rig.hosts[side.server.host], self.hosts[side.server.host], timeout)
+        server, hb, ev, vram = await asyncio.gather(server_t, hb_t, ev_t, vram_t)
+        server = self._carry_rpc(name, server, due)
+        lines: tuple[str, ...] = ()
+        if tail:
+            got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
+            lines = tuple(got or ())
+        return SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3)
+
+    def _carry_rpc(self, name: str, server: ServerProbe, probed: bool) -> ServerProbe:
+        if probed:
+            if server.version:
+                self._last_rpc[name] = (time.time(), server)
+            else:
+                self._last_rpc.pop(name, None)
+            return server
+        last = self._last_rpc.get(name)
+        summary = server.verdict.summary
+        if (last is not None and server.pid == last[1].pid and server.create_time == last[1].create_time
+                and server.verdict.state is State.UNKNOWN and summary.startswith("process and port up")):
+            age = time.time() - last[0]
+            ev = server.verdict.evidence + (Evidence("last rpc answer", True,
+                                                     detail=f"rpc {last[1].version} {age:.0f} s ago"),)
+            verdict = Verdict(State.ALIVE, ev, f"rpc {last[1].version} ({age:.0f} s ago)")
+            return ServerProbe(verdict, server.pid, server.create_time, server.adapter, server.procs,
+                               last[1].version, last[0])
+        return server
+
+    async def all(self, *, rpc: bool | None = None, tail: int = 0) -> dict[str, SideSnapshot]:
+        hosts = {h for s in self.rig.sides.values() for h in (s.server.host, s.evaluator.host)}
+        timeout = max(s.server.probe_timeout_s for s in self.rig.sides.values())
+        tables = await self.tables(hosts, timeout)
+        snaps = await asyncio.gather(*(self.side(n, rpc=rpc, tables=tables, tail=tail) for n in self.rig.sides))
+        return dict(zip(self.rig.sides, snaps))
+
+
+def beat_word(hb: HeartbeatProbe) -> str:
+    return hb.beat.value if hb.beat is not Beat.NOT_STARTED else "NOT_STARTED"

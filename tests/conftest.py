@@ -1,0 +1,73 @@
+"""Session-wide rules: no test leaves a process behind.
+
+Every process a test starts inherits CARLA_CONSOLE_TEST_SESSION; at the end of the session any process
+still carrying this session's value in its environment is a leak: the session reaps it by pid and fails.
+(The marker works across setsid and double forks, which parent-child bookkeeping does not.)
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+SESSION_MARK = f"pytest-{uuid.uuid4().hex[:12]}"
+os.environ["CARLA_CONSOLE_TEST_SESSION"] = SESSION_MARK
+
+pytest_plugins = ["tests.conftest_ssh"] if os.path.exists(os.path.join(os.path.dirname(__file__),
+                                                                       "conftest_ssh.py")) else []
+
+
+def marked_processes(mark: str = SESSION_MARK) -> list[int]:
+    needle = f"CARLA_CONSOLE_TEST_SESSION={mark}".encode()
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and needle in env.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def reap(pids: list[int]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_processes():
+    yield
+    # Give exiting processes a moment: a TERM sent by the last test may still be in flight.
+    deadline = time.monotonic() + 5
+    left = marked_processes()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = marked_processes()
+    if left:
+        detail = []
+        for pid in left:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                detail.append(f"{pid}: {cmd[:200]}")
+            except OSError:
+                detail.append(str(pid))
+        reap(left)
+        pytest.fail("processes left behind by the tests (reaped now):\n" + "\n".join(detail), pytrace=False)
