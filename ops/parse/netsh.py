@@ -34,7 +34,8 @@ MAX_PORT = 65535
 _ROW = re.compile(r"[ \t]*([0-9]{1,10})[ \t]+([0-9]{1,10})[ \t]*(\*?)[ \t]*")
 # Two or more dashes, optionally in several groups separated by blanks ("----------    --------").
 _SEPARATOR = re.compile(r"[ \t]*-{2,}(?:[ \t]+-{2,})*[ \t]*")
-_HAS_DIGIT = re.compile(r"[0-9]")
+# "Looks like data" is judged with any script's digits (\d), so an odd row is reported, not ignored.
+_HAS_DIGIT = re.compile(r"\d")
 
 
 @dataclass(frozen=True)

@@ -96,16 +96,19 @@ def _data_lines(what: str, text: object, header_first_field: str) -> list[str] |
         return checked
     lines = [line.strip() for line in checked.replace("\x00", "").splitlines()]
     lines = [line for line in lines if line]
-    if lines and _first_field(lines[0]) == header_first_field:
+    if lines and _is_header(lines[0], header_first_field):
         lines = lines[1:]
     for line in lines:
-        if _first_field(line) == header_first_field:
+        if _is_header(line, header_first_field):
             return ParseError.of(what, "a header line in the middle of the data", line)
     return lines
 
 
-def _first_field(line: str) -> str:
-    return line.split(",", 1)[0].strip().lower()
+def _is_header(line: str, first_name: str) -> bool:
+    """`index, name, ...` / `pid, used_gpu_memory [MiB]`: the column name first, no number last."""
+    first, _, rest = line.partition(",")
+    last = rest.rsplit(",", 1)[-1].strip()
+    return first.strip().lower() == first_name and not (_INT.fullmatch(last) or _MIB.fullmatch(last))
 
 
 def _gpu_line(line: str) -> GpuReading:
