@@ -89,6 +89,7 @@ async def stop_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE
 
 
 class LocalHost(Host, Detacher):
+    is_local = True  # (lead) probes may read /proc and files directly
     def __init__(self, name: str = "local", os_name: str = "linux", max_output: int = MAX_OUTPUT) -> None:
         self.name = name
         self.os = os_name

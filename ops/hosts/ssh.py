@@ -14,8 +14,11 @@ the rig file is the one source of truth for how a host is reached.
 Remote commands (POSIX): one string built with shlex quoting only (`cd -- DIR || ...; exec timeout -k 2
 T env -- K=V argv...`). The command runs with no pty (a pty would merge stderr into stdout), so a
 client-side timeout alone would leave it running: `timeout` bounds it on the remote side, one second
-after the client's own deadline, and on a client timeout we also send TERM over the channel (sshd
-delivers it with killpg to the session, `timeout` forwards it to its child's group). The remote
+after the client's own deadline (then KILL 2 s later). On a client timeout we also send TERM over the
+channel: sshd delivers it with killpg to the session and `timeout` (exec'd, so it is the session
+leader) forwards it to the command's group - but OpenSSH refuses signal requests for root logins
+("session signalling requires privilege separation", seen with 9.2), so the remote `timeout` is the
+part that must work, and does, within T + 1 s (+ 2 s for a command that ignores TERM). The remote
 `timeout` needs GNU coreutils (or a busybox with -k). env entries are added to the remote environment
 with `env` (sshd's AcceptEnv refuses most names). The remote login shell must be POSIX-compatible.
 
@@ -32,6 +35,7 @@ import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import asyncssh
 
@@ -48,7 +52,7 @@ REMOTE_MARGIN_S = 1.0
 REMOTE_KILL_AFTER_S = 2
 
 # `timeout` and `env` report a missing/unexecutable program as 127/126 with these messages.
-_SPAWN_FAIL = re.compile(r"^(timeout: failed to run command|env: |" + re.escape(ps.SPAWN_MARKER) + ")")
+_SPAWN_FAIL = re.compile(r"^(timeout: failed to run command |env: )")
 
 
 class TransportError(Exception):
@@ -318,8 +322,13 @@ def _pid_from(res: Result) -> int:
 
 def _interpret_posix(res: Result) -> Result:
     """rc 126/127 with `timeout`/`env`/our marker on stderr: the program never started."""
-    if res.rc in (126, 127) and _SPAWN_FAIL.match(res.stderr.lstrip()):
-        line = res.stderr.strip().splitlines()[0]
-        line = line.removeprefix(ps.SPAWN_MARKER)
-        return Result(res.argv, None, res.stdout, res.stderr, res.took_s, error=f"spawn: {line}")
+    if res.rc not in (126, 127):
+        return res
+    lines = res.stderr.strip().splitlines()
+    # Our own marker (a failed cd) comes after the shell's message; timeout/env speak first.
+    mark = next((ln for ln in lines if ln.startswith(ps.SPAWN_MARKER)), None)
+    if mark is not None:
+        return replace(res, rc=None, error="spawn: " + mark[len(ps.SPAWN_MARKER):])
+    if lines and _SPAWN_FAIL.match(lines[0]):
+        return replace(res, rc=None, error=f"spawn: {lines[0]}")
     return res
