@@ -77,6 +77,10 @@ def test_placeholders_are_unknown_never_zero(field: str) -> None:
     assert apps == (AppReading(7352, None), AppReading(8133, 6120))
 
 
+def test_placeholder_with_a_unit_is_still_unknown() -> None:
+    assert parse_query_gpu("0, NVIDIA H200, [N/A] MiB, 143771 MiB\n") == (GpuReading(0, "NVIDIA H200", None, 143771),)
+
+
 def test_multi_gpu_windows_style_output() -> None:
     text = ("index, name, memory.used [MiB], memory.total [MiB]\r\n"
             "0, NVIDIA GeForce RTX 4090, 9120 MiB, 24564 MiB\r\n"

@@ -102,7 +102,7 @@ def test_refused(text: str, why: str) -> None:
     result = parse_routes(text)
     assert isinstance(result, ParseError), result
     assert why in result.reason and result.what == "routes xml"
-    assert len(result.text) <= 302
+    assert len(result.text) <= 300
 
 
 def test_truncated_real_file_is_refused() -> None:

@@ -35,9 +35,10 @@ def excerpt(text: str, at: int | None = None, limit: int = EXCERPT_CHARS) -> str
         return text
     if at is None:
         return text[: limit - 1] + "…"
-    start = max(0, min(at - limit // 2, len(text) - limit))
-    cut = text[start:start + limit]
-    return ("…" if start > 0 else "") + cut + ("…" if start + limit < len(text) else "")
+    width = limit - 2  # room for an ellipsis on each side
+    start = max(0, min(at - width // 2, len(text) - width))
+    cut = text[start:start + width]
+    return ("…" if start > 0 else "") + cut + ("…" if start + width < len(text) else "")
 
 
 def as_text(what: str, data: object, max_chars: int) -> str | ParseError:

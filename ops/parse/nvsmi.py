@@ -27,7 +27,8 @@ MAX_CHARS = 1_000_000
 _INT = re.compile(r"[0-9]{1,12}")
 # The unit nvidia-smi appends without `nounits`; any other unit (GiB, KiB) would be misread, so refuse it.
 _MIB = re.compile(r"([0-9]{1,12})[ \t]*(?:MiB|MB)", re.IGNORECASE)
-_UNKNOWN = re.compile(r"\[[^\]]*\]|N/A", re.IGNORECASE)
+# A placeholder may still carry the unit when the header form is used ("[N/A] MiB" on some drivers).
+_UNKNOWN = re.compile(r"(?:\[[^\]]*\]|N/A)(?:[ \t]*(?:MiB|MB))?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,14 @@ def parse_query_gpu(text: str | bytes) -> tuple[GpuReading, ...] | ParseError:
     Empty output is a ParseError: nvidia-smi prints a message and no CSV when it finds no GPU or no
     driver, so "no line" cannot mean "no GPU, nothing used".
     """
-    rows = _data_lines(WHAT_GPU, text, header_first_field="index")
+    checked = as_text(WHAT_GPU, text, MAX_CHARS)
+    if isinstance(checked, ParseError):
+        return checked
+    rows = _data_lines(WHAT_GPU, checked, header_first_field="index")
     if isinstance(rows, ParseError):
         return rows
     if not rows:
-        return ParseError.of(WHAT_GPU, "no GPU line in the output", text if isinstance(text, str) else "")
+        return ParseError.of(WHAT_GPU, "no GPU line in the output", checked)
     out: list[GpuReading] = []
     for line in rows:
         try:
@@ -77,7 +81,10 @@ def parse_compute_apps(text: str | bytes) -> tuple[AppReading, ...] | ParseError
 
     Empty output and a header alone both mean "no compute process" (nvidia-smi exits 0 with nothing).
     """
-    rows = _data_lines(WHAT_APPS, text, header_first_field="pid")
+    checked = as_text(WHAT_APPS, text, MAX_CHARS)
+    if isinstance(checked, ParseError):
+        return checked
+    rows = _data_lines(WHAT_APPS, checked, header_first_field="pid")
     if isinstance(rows, ParseError):
         return rows
     out: list[AppReading] = []
@@ -89,12 +96,9 @@ def parse_compute_apps(text: str | bytes) -> tuple[AppReading, ...] | ParseError
     return tuple(out)
 
 
-def _data_lines(what: str, text: object, header_first_field: str) -> list[str] | ParseError:
+def _data_lines(what: str, text: str, header_first_field: str) -> list[str] | ParseError:
     """The non-blank lines, without a leading CSV header; a header anywhere else is refused."""
-    checked = as_text(what, text, MAX_CHARS)
-    if isinstance(checked, ParseError):
-        return checked
-    lines = [line.strip() for line in checked.replace("\x00", "").splitlines()]
+    lines = [line.strip() for line in text.replace("\x00", "").splitlines()]
     lines = [line for line in lines if line]
     if lines and _is_header(lines[0], header_first_field):
         lines = lines[1:]
