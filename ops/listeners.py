@@ -1,0 +1,139 @@
+"""Which TCP ports a host listens on, and (when it can be told) which process owns each.
+
+Local: /proc/net/tcp{,6} rows in state LISTEN (0A), owners by matching each socket's inode against the
+`socket:[inode]` links in /proc/PID/fd (only for the ports asked about: walking every fd of every process
+costs tens of ms). Remote Linux: `ss -Htlnp`. Windows: Get-NetTCPConnection (ops/hosts/windows.py).
+
+An owner we cannot see (another user's process, no root) is None, never "nobody": the caller decides
+whether an unknown owner could be the side's own server.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ops.hosts.base import Host
+from ops.tristate import Evidence
+
+LISTEN = "0A"
+
+
+@dataclass(frozen=True)
+class Listeners:
+    host: str
+    ports: dict[int, frozenset[int | None]] = field(default_factory=dict)  # port → owner pids (None: unseen)
+    error: str | None = None
+    took_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def owners(self, port: int) -> frozenset[int | None]:
+        return self.ports.get(port, frozenset())
+
+    def evidence(self) -> Evidence:
+        return Evidence(what=f"listening tcp ports of {self.host}", ok=self.ok,
+                        detail=f"{len(self.ports)} ports" if self.ok else "", error=self.error,
+                        took_ms=self.took_ms)
+
+
+def _proc_net_listen() -> dict[int, set[int]]:
+    """port → socket inodes of LISTEN rows (IPv4 and IPv6). Raises OSError/ValueError on a bad read."""
+    out: dict[int, set[int]] = {}
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue  # no IPv6 in this kernel
+        for line in lines:
+            parts = line.split()
+            if len(parts) < 10 or parts[3] != LISTEN:
+                continue
+            port = int(parts[1].rsplit(":", 1)[1], 16)
+            out.setdefault(port, set()).add(int(parts[9]))
+    return out
+
+
+def _inode_owners(inodes: set[int]) -> dict[int, int]:
+    """inode → pid, for the inodes asked about; processes whose fds we cannot read are skipped."""
+    want = {f"socket:[{i}]": i for i in inodes}
+    found: dict[int, int] = {}
+    if not want:
+        return found
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue  # another user's process, or gone
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{name}/fd/{fd}")
+            except OSError:
+                continue
+            inode = want.get(link)
+            if inode is not None:
+                found.setdefault(inode, int(name))
+        if len(found) == len(want):
+            break
+    return found
+
+
+def local_listeners(host_name: str, interest: Iterable[int] = ()) -> Listeners:
+    t0 = time.perf_counter()
+    try:
+        by_port = _proc_net_listen()
+    except (OSError, ValueError, IndexError) as e:
+        return Listeners(host_name, error=f"cannot read /proc/net/tcp: {type(e).__name__}: {e}",
+                         took_ms=(time.perf_counter() - t0) * 1e3)
+    wanted = set(interest)
+    inodes = {i for p, ins in by_port.items() if p in wanted for i in ins}
+    owners = _inode_owners(inodes)
+    ports: dict[int, frozenset[int | None]] = {}
+    for port, ins in by_port.items():
+        # Owners are only looked up for the ports asked about; the rest stay "unseen" (None).
+        ports[port] = frozenset(owners.get(i) for i in ins) if port in wanted else frozenset([None])
+    return Listeners(host_name, ports, took_ms=(time.perf_counter() - t0) * 1e3)
+
+
+_SS_PID = re.compile(r"pid=([0-9]+)")
+
+
+def parse_ss(host_name: str, text: str, took_ms: float = 0.0) -> Listeners:
+    """`ss -Htlnp`: `LISTEN 0 128 0.0.0.0:22 0.0.0.0:* users:(("sshd",pid=1,fd=3))` per line."""
+    ports: dict[int, set[int | None]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) < 5 or parts[0] != "LISTEN":
+            return Listeners(host_name, error=f"unexpected ss line: {line[:200]!r}", took_ms=took_ms)
+        local = parts[3]
+        try:
+            port = int(local.rsplit(":", 1)[1])
+        except (IndexError, ValueError):
+            return Listeners(host_name, error=f"unexpected ss address {local!r}", took_ms=took_ms)
+        pids = [int(p) for p in _SS_PID.findall(" ".join(parts[5:]))]
+        ports.setdefault(port, set()).update(pids or [None])
+    return Listeners(host_name, {p: frozenset(o) for p, o in ports.items()}, took_ms=took_ms)
+
+
+async def listeners(host: Host, timeout: float, interest: Iterable[int] = ()) -> Listeners:
+    """The host's listening TCP ports; `interest`: ports whose owners must be resolved (local host)."""
+    t0 = time.perf_counter()
+    if host.is_local:
+        return local_listeners(host.name, interest)
+    if host.os == "windows":
+        from ops.hosts import windows
+        return await windows.listening_ports(host, timeout)
+    res = await host.run(["ss", "-Htlnp"], timeout=timeout)
+    took = (time.perf_counter() - t0) * 1e3
+    if not res.ok:
+        return Listeners(host.name, error=f"ss -Htlnp: {res.why()}", took_ms=took)
+    return parse_ss(host.name, res.stdout, took)
