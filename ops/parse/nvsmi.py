@@ -79,7 +79,8 @@ def parse_query_gpu(text: str | bytes) -> tuple[GpuReading, ...] | ParseError:
 def parse_compute_apps(text: str | bytes) -> tuple[AppReading, ...] | ParseError:
     """Parse `--query-compute-apps=pid,used_memory` (or pid,process_name,used_memory); never raises.
 
-    Empty output and a header alone both mean "no compute process" (nvidia-smi exits 0 with nothing).
+    Empty output and a header alone both mean "no compute process" (nvidia-smi exits 0 with nothing),
+    so the caller must have checked the exit status first: empty stdout from a failed run is not that.
     """
     checked = as_text(WHAT_APPS, text, MAX_CHARS)
     if isinstance(checked, ParseError):
