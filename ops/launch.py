@@ -25,9 +25,11 @@ from ops import resume as rr
 from ops.audit import Audit
 from ops.guard import Confirmation, Guard, Op, Outcome, Plan, make_plan
 from ops.harness_state import HarnessState, read_state, side_dir
-from ops.hostops import tcp_check
+from ops.chain import find_chain
+from ops.hostops import process_table, tcp_check
 from ops.model import RigConfig, SideConfig
 from ops.pinned import python_argv
+from ops.procs import ProcTable
 from ops.snapshot import SideSnapshot
 from ops.tristate import State
 
@@ -215,6 +217,32 @@ def _checkpoint_check(d: rr.ResumeDecision) -> Check:
 # ---- the plan -------------------------------------------------------------------------------------
 
 
+async def fresh_tables(live, timeout: float = 10.0) -> dict[str, ProcTable]:
+    """Every host's process table, with every side's chain members re-read from /proc.
+
+    Why: the local scanner caches cmdline/state per (pid, inode), and where PID 1 does not reap orphans
+    (this container's init does not) a killed harness stays a zombie in /proc for good, its cached cmdline
+    still matching. Re-read, a zombie shows state Z and an empty cmdline: it is no chain member.
+    """
+    rig: RigConfig = live.config
+    names = {h for s in rig.sides.values() for h in (s.server.host, s.evaluator.host)}
+    tables = await live.prober.tables(names, timeout)
+    for name, table in list(tables.items()):
+        if not table.ok:
+            continue
+        pids = frozenset(p for s in rig.sides.values() if s.evaluator.host == name
+                         for p in find_chain(table, rig, s, local=live.hosts[name].is_local).pids)
+        if pids:
+            tables[name] = await process_table(live.hosts[name], timeout, fresh_pids=pids)
+    return tables
+
+
+async def side_snapshot(live, side: str) -> tuple[SideSnapshot, dict[str, ProcTable]]:
+    """The snapshot a destructive plan is built on: fresh chain members, the RPC probe forced."""
+    tables = await fresh_tables(live)
+    return await live.prober.side(side, rpc=True, tables=tables), tables
+
+
 async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None) -> LaunchPlan:
     """Everything a launch of `side` would do, and whether it is refused. Reads only."""
     rig: RigConfig = live.config
@@ -226,7 +254,7 @@ async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None) 
         # to be started there (ssh + setsid), which is not built yet.
         checks.append(Check("host", "refused", f"evaluator host {sc.evaluator.host} is not this machine: "
                             "detached runs on remote evaluator hosts are not supported yet"))
-    snap = snapshot or await live.prober.side(side, rpc=True)
+    snap = snapshot or (await side_snapshot(live, side))[0]
     ev_word, running = _running_check(snap)
     srv_word, server = _server_check(snap)
     (port_word, ports), conda = await asyncio.gather(_ports_check(live, sc), _conda_check(live, sc))
