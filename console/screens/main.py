@@ -1,0 +1,106 @@
+"""The main screen: rig header, one pane per side, the event log, the Footer.
+
+Panes sit in a grid that is two columns wide from 100 terminal columns and one column below (the app's
+horizontal breakpoints set `-wide` / `-narrow` on the screen); any number of sides scroll. The keys act on
+the selected (focused) pane. Destructive keys are bound per instance and only outside --read-only, so in
+read-only mode they do not exist at all: not in the Footer, not in the palette, not as a key.
+"""
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from widgets.event_log import EventLog
+from widgets.rig_header import RigHeader
+from widgets.side_pane import SidePane
+
+SAFE_BINDINGS = [
+    Binding("g", "reprobe", "Probe"),
+    Binding("p", "ports", "Ports"),
+    Binding("question_mark", "help", "Help", key_display="?"),
+    Binding("q", "quit", "Quit"),
+    Binding("tab", "select(1)", "Side", show=False),
+    Binding("shift+tab", "select(-1)", show=False),
+    Binding("down,right", "select(1)", show=False),
+    Binding("up,left", "select(-1)", show=False),
+]
+# key, action, footer word: the destructive ones, bound only outside --read-only.
+DESTRUCTIVE_BINDINGS = [
+    ("a", "adapter", "Adapter"),
+    ("l", "launch", "Launch"),
+    ("r", "recover", "Recover"),
+    ("x", "reclaim", "Reclaim"),
+]
+DESTRUCTIVE_ACTIONS = frozenset(a for _, a, _ in DESTRUCTIVE_BINDINGS)
+
+
+class MainScreen(Screen):
+    BINDINGS = SAFE_BINDINGS
+
+    def __init__(self, rig_name: str, sides: list[str], read_only: bool) -> None:
+        super().__init__(id="main")
+        self.rig_name = rig_name
+        self.sides = sides
+        self.read_only = read_only
+        self.selected = sides[0] if sides else ""
+        if not read_only:
+            for key, action, word in DESTRUCTIVE_BINDINGS:
+                self._bindings.bind(key, action, word)
+
+    def compose(self) -> ComposeResult:
+        header = RigHeader(id="rig-header")
+        header.rig_name = self.rig_name
+        header.read_only = self.read_only
+        yield header
+        with VerticalScroll(id="sides", can_focus=False):
+            for name in self.sides:
+                yield SidePane(name)
+        yield EventLog(id="event-log")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        if self.sides:
+            self.pane(self.sides[0]).focus()
+
+    def pane(self, side: str) -> SidePane:
+        return self.query_one(f"#side-{side}", SidePane)
+
+    def on_side_pane_selected(self, msg: SidePane.Selected) -> None:
+        self.selected = msg.side
+
+    def action_select(self, step: int) -> None:
+        if not self.sides:
+            return
+        i = self.sides.index(self.selected) if self.selected in self.sides else 0
+        self.pane(self.sides[(i + step) % len(self.sides)]).focus()
+
+    # Every action names the selected side and hands it to the app, which owns the backend and workers.
+    def action_reprobe(self) -> None:
+        self.app.reprobe(self.selected)  # type: ignore[attr-defined]
+
+    def action_ports(self) -> None:
+        self.app.scan_ports()  # type: ignore[attr-defined]
+
+    def action_help(self) -> None:
+        self.app.show_help()  # type: ignore[attr-defined]
+
+    def action_adapter(self) -> None:
+        self.app.guarded("adapter", self.selected)  # type: ignore[attr-defined]
+
+    def action_launch(self) -> None:
+        self.app.guarded("launch", self.selected)  # type: ignore[attr-defined]
+
+    def action_reclaim(self) -> None:
+        self.app.guarded("reclaim", self.selected)  # type: ignore[attr-defined]
+
+    def action_recover(self) -> None:
+        self.app.recover(self.selected)  # type: ignore[attr-defined]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Belt and braces: even a palette entry or a stray run_action cannot reach a destructive action.
+        if self.read_only and action in DESTRUCTIVE_ACTIONS:
+            return False
+        return True

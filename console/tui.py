@@ -1,0 +1,308 @@
+"""`carla-console [-c FILE] [--read-only] [--demo]`: the TUI entry, and the backend binding it to ops.
+
+The app (console/app.py) is built against the small Backend protocol (console/screens/backend.py);
+LiveBackend implements it over a LiveRig. The operation modules (ports, adapter, reclaim, launch,
+recovery) are imported lazily inside each call: a module or function that has not landed yet makes that
+one key say so (Unavailable), and never stops the console from starting.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import importlib
+import inspect
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from console.screens.backend import ActionResult, PortsReport, StepOutcome, Unavailable
+from ops.audit import Audit
+from ops.guard import Confirmation, Guard, Plan
+from ops.model import RigConfig
+from ops.snapshot import SideSnapshot
+
+LOG_TAIL_LINES = 3
+FRESH_WAIT_S = 120.0
+
+
+def need(module: str, *names: str) -> Any:
+    """ops.<module> and the named functions, or Unavailable saying exactly what is missing."""
+    try:
+        mod = importlib.import_module(f"ops.{module}")
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith(f"ops.{module}"):
+            raise Unavailable(f"ops/{module}.py has not landed") from None
+        raise
+    missing = [n for n in names if not hasattr(mod, n)]
+    if missing:
+        raise Unavailable(f"ops/{module}.py has no {', '.join(missing)}")
+    return mod
+
+
+async def call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """Call an ops function that may be sync or async (the modules are still settling)."""
+    out = fn(*args, **kw)
+    return await out if inspect.isawaitable(out) else out
+
+
+def as_plan(obj: Any) -> Plan:
+    """A guard Plan from whatever an ops planner returns (a Plan, or a richer value holding `.plan`)."""
+    if isinstance(obj, Plan):
+        return obj
+    inner = getattr(obj, "plan", None) or getattr(obj, "kill_plan", None)
+    if isinstance(inner, Plan):
+        refused = getattr(obj, "refused", None)
+        if refused and not inner.refused:
+            inner = dataclasses.replace(inner, refused=refused)
+        return inner
+    raise TypeError(f"planner returned {type(obj).__name__}, not a Plan")
+
+
+def outcome_result(out: Any) -> ActionResult:
+    ok = bool(getattr(out, "ok", False))
+    outcome = getattr(out, "outcome", None)
+    refused = getattr(out, "refused", None) or getattr(outcome, "refused", None)
+    detail = refused or getattr(out, "detail", None) or getattr(outcome, "detail", None) or ""
+    return ActionResult(ok, str(detail))
+
+
+class LiveBackend:
+    """The Backend of a real rig: one LiveRig, its prober, its guard and its audit trail."""
+
+    def __init__(self, rig: RigConfig) -> None:
+        self.rig = rig
+        self.live: Any = None
+        self._stack = AsyncExitStack()
+        self._audit = Audit(rig.state_dir)
+        self._audit_key: tuple[float, int] | None = None
+        # Planner values richer than the Plan (a LaunchPlan), kept to execute exactly what was shown.
+        self._planned: dict[int, Any] = {}
+
+    async def start(self) -> None:
+        from ops.rig import open_rig
+        self.live = await self._stack.enter_async_context(open_rig(self.rig))
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+    @property
+    def guard(self) -> Guard:
+        return Guard(self.live.hosts, self._audit)
+
+    async def probe(self, side: str, rpc: bool | None = None) -> SideSnapshot:
+        return await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
+
+    def audit(self) -> list[dict[str, Any]] | None:
+        try:
+            st = os.stat(self._audit.path)
+        except FileNotFoundError:
+            return None if self._audit_key is None else []
+        key = (st.st_mtime, st.st_size)
+        if key == self._audit_key:
+            return None
+        self._audit_key = key
+        return self._audit.read()
+
+    # ----- ports -------------------------------------------------------------------------------------
+    async def scan_ports(self) -> PortsReport:
+        mod = need("ports", "scan_ports")
+        scan = await mod.scan_ports(self.live)
+        return ports_report(self.rig, scan)
+
+    # ----- guarded actions ---------------------------------------------------------------------------
+    async def plan(self, action: str, side: str) -> Plan:
+        if action == "launch":
+            mod = need("launch", "plan_launch", "execute_launch")
+            lp = await mod.plan_launch(self.live, side)
+            checks = tuple(f"{c.name}: {c.status} {c.detail}" for c in getattr(lp, "checks", ()))
+            plan = dataclasses.replace(as_plan(lp), evidence=as_plan(lp).evidence + checks,
+                                       action=as_plan(lp).action or " ".join(getattr(lp, "harness_argv", ())))
+            self._planned[id(plan)] = lp
+            return plan
+        if action == "reclaim":
+            mod = need("reclaim", "plan_reclaim")
+            got = await call(mod.plan_reclaim, self.live, side)
+            plan = as_plan(got)
+            self._planned[id(plan)] = got
+            return plan
+        if action == "adapter":
+            mod = need("adapter", "poll_adapters")
+            planner = next((getattr(mod, n) for n in ("plan_adapter", "plan_poll", "plan_adapters")
+                            if hasattr(mod, n)), None)
+            if planner is None:
+                raise Unavailable("ops/adapter.py has no plan function (plan_adapter)")
+            got = await call(planner, self.live, side)
+            plan = as_plan(got)
+            self._planned[id(plan)] = got
+            return plan
+        raise Unavailable(f"no such action {action!r}")
+
+    async def execute(self, action: str, plan: Plan, conf: Confirmation) -> ActionResult:
+        planned = self._planned.pop(id(plan), None)
+        if action == "launch":
+            mod = need("launch", "execute_launch")
+            if planned is None:
+                raise Unavailable("the launch plan was not kept; plan again")
+            return outcome_result(await mod.execute_launch(self.live, planned, conf))
+        if action == "reclaim":
+            mod = need("reclaim")
+            fn = getattr(mod, "execute_reclaim", None) or getattr(mod, "reclaim", None)
+            if fn is not None:
+                return outcome_result(await call(fn, self.live, planned if planned is not None else plan, conf))
+            return outcome_result(await self.guard.execute(plan, conf))
+        if action == "adapter":
+            mod = need("adapter", "poll_adapters")
+            return outcome_result(await call(mod.poll_adapters, self.live, plan.side, conf))
+        raise Unavailable(f"no such action {action!r}")
+
+    def recovery(self, side: str) -> "LiveRecovery":
+        need("recovery", "recovery_plan", "execute_kill", "relaunch", "wait_fresh")
+        return LiveRecovery(self, side)
+
+
+class LiveRecovery:
+    """The wizard's steps over ops/recovery.py (issue 4's guided recovery)."""
+
+    def __init__(self, backend: LiveBackend, side: str) -> None:
+        self.backend = backend
+        self.side = side
+        self.mod = need("recovery", "recovery_plan", "execute_kill", "relaunch", "wait_fresh")
+        self.rec: Any = None
+
+    async def verdict(self) -> StepOutcome:
+        self.rec = await call(self.mod.recovery_plan, self.backend.live, self.side)
+        plan = as_plan(self.rec)
+        verdict = getattr(self.rec, "verdict", None) or plan.verdicts
+        detail = " · ".join(f"{k} {v}" for k, v in dict(verdict).items())
+        refused = getattr(self.rec, "refused", None) or plan.refused
+        if refused:
+            return StepOutcome("refused", f"{detail}; refused: {refused}", plan)
+        return StepOutcome("ok", detail, plan)
+
+    async def kill(self, plan: Plan, conf: Confirmation) -> StepOutcome:
+        out = await call(self.mod.execute_kill, self.backend.live, plan, conf)
+        r = outcome_result(out)
+        return StepOutcome("ok" if r.ok else "failed", r.detail)
+
+    async def server(self) -> StepOutcome:
+        snap = await self.backend.live.prober.side(self.side, rpc=True)
+        state = snap.server.verdict.state.value
+        if state == "ALIVE":
+            return StepOutcome("ok", f"server ALIVE ({snap.server.verdict.summary}): kept")
+        restart = getattr(self.mod, "plan_server_restart", None)
+        if restart is None:
+            return StepOutcome("failed", f"server {state}: {snap.server.verdict.summary}; restart it (a) first")
+        return StepOutcome("confirm", f"server {state}", as_plan(await call(restart, self.backend.live, self.side)))
+
+    async def relaunch(self) -> StepOutcome:
+        out = await call(self.mod.relaunch, self.backend.live, self.side, Confirmation(True, "tui", self.side))
+        r = outcome_result(out)
+        return StepOutcome("ok" if r.ok else "failed", r.detail)
+
+    async def execute(self, plan: Plan, conf: Confirmation) -> StepOutcome:
+        r = outcome_result(await self.backend.guard.execute(plan, conf))
+        return StepOutcome("ok" if r.ok else "failed", r.detail)
+
+    async def wait_fresh(self, report: Callable[[str], None]) -> StepOutcome:
+        out = await call(self.mod.wait_fresh, self.backend.live, self.side, FRESH_WAIT_S)
+        r = outcome_result(out)
+        return StepOutcome("ok" if r.ok else "failed", r.detail or ("heartbeat FRESH" if r.ok else "not FRESH"))
+
+
+_KIND_WORD = {"reserved": "RESERVED", "in-use": "IN USE", "shared": "SHARED"}
+
+
+def ports_report(rig: RigConfig, scan: Any) -> PortsReport:
+    """PortScan (ops/ports.py) → the words each pane shows and the lines of the report."""
+    status: dict[str, dict[int, str]] = {}
+    lines: list[str] = []
+    ranges = getattr(scan, "ranges", ())
+    lines.append("reserved ranges: " + (", ".join(f"[{a}, {b}]{'*' if adm else ''}" for a, b, adm in ranges)
+                                        or "none"))
+    conflicts = 0
+    for name, sp in scan.sides.items():
+        words = {p: "ok" for p in sp.planned}
+        for u in sp.unknown:
+            m = re.match(r"port (\d+)", u)
+            if m and int(m.group(1)) in words:
+                words[int(m.group(1))] = "UNKNOWN"
+        for c in sp.conflicts:
+            words[c.port] = _KIND_WORD.get(c.kind, c.kind.upper())
+        conflicts += len(sp.conflicts)
+        status[name] = words
+        lines.append(f"side {name}: {sp.verdict}  planned {' '.join(str(p) for p in sp.planned)}")
+        lines += [f"  port {c.port} ({c.role}): {_KIND_WORD.get(c.kind, c.kind)} — {c.reason}" for c in sp.conflicts]
+        lines += [f"  UNKNOWN: {u}" for u in sp.unknown]
+        if sp.suggestion:
+            lines.append(f"  suggestion: rpc {sp.suggestion[0]} (+1, +2), tm {sp.suggestion[3]}")
+    for ev in scan.evidence_lines():
+        lines.append(f"evidence: {ev}")
+    return PortsReport(status, tuple(lines), conflicts)
+
+
+# ----- entry ---------------------------------------------------------------------------------------------
+
+class _Stop(Exception):
+    """A SIGTERM/SIGHUP that came before (or after) the app's own handlers: unwind through finally."""
+
+
+def _raise_stop(signum: int, _frame: Any) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ops.config import default_config_path, load_config
+
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGHUP, signal.SIGTERM)}
+    demo_dir: Path | None = None
+    try:
+        if getattr(args, "demo", False):
+            from ops.sim import rig as sim
+            demo_dir = Path(tempfile.mkdtemp(prefix="carla-console-demo-"))
+            print(f"carla-console --demo: starting a simulated rig in {demo_dir} …", file=sys.stderr)
+            config_path = Path(sim.up(demo_dir))
+        else:
+            config_path = Path(args.config) if args.config else default_config_path()
+        rig = load_config(config_path)
+        return run_app(LiveBackend(rig), read_only=bool(getattr(args, "read_only", False)))
+    except _Stop:
+        return 0
+    finally:
+        if demo_dir is not None:
+            # The demo owns its sim rig: stop exactly what up() started, whatever way the app ended.
+            for s in previous:
+                signal.signal(s, signal.SIG_IGN)
+            try:
+                from ops.sim import rig as sim
+                sim.down(demo_dir)
+            finally:
+                shutil.rmtree(demo_dir, ignore_errors=True)
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def run_app(backend: Any, read_only: bool = False) -> int:
+    from console.app import ConsoleApp
+
+    app = ConsoleApp(backend, read_only=read_only)
+    code = app.run()
+    # Closing the loop reset SIGHUP/SIGTERM to their defaults: put ours back at once, so a signal during
+    # the demo's teardown still unwinds through run()'s finally instead of killing the process there.
+    for s in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(s, _raise_stop)
+    return int(code or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    t0 = time.time()
+    sys.exit(run(argparse.Namespace(config=sys.argv[1] if len(sys.argv) > 1 else None, read_only=False,
+                                    demo=False)))

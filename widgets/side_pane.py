@@ -1,0 +1,70 @@
+"""One pane per side: a focusable box whose parts each render one idea from the side's snapshot.
+
+The app sets `snap` (and `ports`, `greyed`) from outside; the pane only passes them down to its parts.
+Selecting a side is focusing its pane, so tab, arrows and the mouse all agree on what "selected" means.
+"""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from ops.snapshot import SideSnapshot
+from widgets.side_parts import (EvaluatorLine, GpuLine, HeartbeatBar, LogTail, PortsLine, RouteProgress,
+                                ServerLine, SidePart, VramGauge)
+from widgets.words import word
+
+
+class PollNote(Static):
+    """Why a pane is greyed (a poll that timed out or failed), empty otherwise."""
+
+
+class SidePane(Vertical, can_focus=True):
+    snap: reactive[SideSnapshot | None] = reactive(None)
+    ports: reactive[dict[int, str] | None] = reactive(None)
+    # Set when the last poll timed out or failed: the pane keeps its last values, greyed, with the reason.
+    greyed: reactive[str | None] = reactive(None)
+
+    class Selected(Message):
+        """Posted when this pane gains focus, so the app knows which side the keys act on."""
+
+        def __init__(self, side: str) -> None:
+            super().__init__()
+            self.side = side
+
+    def __init__(self, side: str, **kw) -> None:
+        super().__init__(id=f"side-{side}", classes="side-pane", **kw)
+        self.side = side
+        self.border_title = side
+
+    def compose(self) -> ComposeResult:
+        yield PollNote(id="poll-note")
+        yield ServerLine()
+        yield GpuLine()
+        yield PortsLine()
+        yield VramGauge()
+        yield HeartbeatBar()
+        yield EvaluatorLine()
+        yield RouteProgress()
+        yield LogTail(classes="log-tail")
+
+    def watch_snap(self, snap: SideSnapshot | None) -> None:
+        for part in self.query(SidePart):
+            part.snap = snap
+        if snap is not None:
+            self.border_subtitle = f"{snap.side.server.host} / {snap.side.evaluator.host}"
+
+    def watch_ports(self, ports: dict[int, str] | None) -> None:
+        self.query_one(PortsLine).status = ports
+
+    def watch_greyed(self, reason: str | None) -> None:
+        self.set_class(reason is not None, "-greyed")
+        note = self.query_one(PollNote)
+        note.display = reason is not None
+        note.update(Text.assemble(word("UNKNOWN"), f" {reason}") if reason else "")
+
+    def on_focus(self) -> None:
+        self.post_message(self.Selected(self.side))

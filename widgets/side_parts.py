@@ -1,0 +1,185 @@
+"""The lines of a side pane, one small widget per idea.
+
+Each part gets the side's latest SideSnapshot set on its `snap` attribute by the pane (attributes down)
+and renders one line from it. Parts never probe anything and never hold ops objects beyond the snapshot.
+Times are measured against the snapshot's own `at`, not the wall clock, so a frozen snapshot renders the
+same text every time (the snapshot tests rely on it) and a stale one does not pretend to be live.
+"""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from ops.snapshot import SideSnapshot, beat_word
+from ops.tristate import State
+from widgets.words import bar, duration, mib, word
+
+
+class SidePart(Widget):
+    """One line (or a few) of a pane, rendered from the side's snapshot."""
+
+    snap: reactive[SideSnapshot | None] = reactive(None)
+
+    def render(self) -> Text:
+        if self.snap is None:
+            return Text(f"{self.label} …", style="dim")
+        return self.line(self.snap)
+
+    label = ""
+
+    def line(self, s: SideSnapshot) -> Text:  # pragma: no cover - every part overrides it
+        raise NotImplementedError
+
+    def bar_width(self, used: int) -> int:
+        """Cells left for a bar after `used` cells of text: bars shrink first on a narrow terminal."""
+        return max(4, min(24, self.size.width - used))
+
+
+def _head(label: str) -> Text:
+    return Text(f"{label:<7}", style="bold")
+
+
+class ServerLine(SidePart):
+    """Server state word, pid, uptime, rpc version; IDLE when it renders for nobody."""
+
+    label = "server"
+
+    def line(self, s: SideSnapshot) -> Text:
+        sv = s.server
+        t = _head("server") + word(sv.verdict.state.value)
+        if sv.pid is not None:
+            t.append(f"  pid {sv.pid}")
+        if sv.create_time is not None:
+            t.append(f"  up {duration(s.at - sv.create_time)}")
+        if sv.version:
+            t.append(f"  rpc {sv.version}")
+        if s.idle:
+            t.append("  ")
+            t.append_text(word("IDLE"))
+            t.append(" (x reclaims)", style="dim")
+        if sv.verdict.state is not State.ALIVE and sv.verdict.summary:
+            t.append(f"  {sv.verdict.summary}", style="dim")
+        return t
+
+
+class GpuLine(SidePart):
+    """The adapter index the server runs on and that GPU's name."""
+
+    label = "gpu"
+
+    def line(self, s: SideSnapshot) -> Text:
+        adapter = s.server.adapter if s.server.adapter is not None else s.side.server.adapter
+        gpu = s.gpu_of_server()
+        t = _head("gpu") + Text(f"adapter {adapter if adapter is not None else '?'}")
+        t.append(f"  {gpu.name}" if gpu is not None else "  gpu ?")
+        return t
+
+
+class PortsLine(SidePart):
+    """rpc / streaming / secondary / TM ports, each with its word from the last port scan."""
+
+    label = "ports"
+    # port -> word ('ok' | 'IN USE' | 'RESERVED' | 'SHARED' | 'UNKNOWN'); None until a scan ran
+    status: reactive[dict[int, str] | None] = reactive(None)
+
+    def line(self, s: SideSnapshot) -> Text:
+        rpc, stream, sec = s.side.server.ports
+        t = _head("ports")
+        for i, (name, port) in enumerate((("rpc", rpc), ("str", stream), ("sec", sec), ("tm", s.side.evaluator.tm_port))):
+            if i:
+                t.append("  ")
+            t.append(f"{name} {port}")
+            if self.status is not None:
+                t.append(" ")
+                t.append_text(word(self.status.get(port, "UNKNOWN")))
+        if self.status is None:
+            t.append("  (p scans)", style="dim")
+        return t
+
+
+class VramGauge(SidePart):
+    """GPU used/total as a bar, and this server's own share of it."""
+
+    label = "vram"
+
+    def line(self, s: SideSnapshot) -> Text:
+        gpu = s.gpu_of_server()
+        used, total = (gpu.used_mb, gpu.total_mb) if gpu is not None else (None, None)
+        frac = used / total if used is not None and total else None
+        text = f" {mib(used)}/{mib(total)} MiB  this {mib(s.server_vram_mb)}"
+        t = _head("vram") + Text(f"[{bar(frac, self.bar_width(9 + len(text)))}]")
+        t.append(text)
+        if s.vram is not None and not s.vram.ok:
+            t.append("  ")
+            t.append_text(word("UNKNOWN"))
+        return t
+
+
+class HeartbeatBar(SidePart):
+    """The log's age against stall_s: the bar fills as the side goes quiet; full means STALE."""
+
+    label = "beat"
+
+    def line(self, s: SideSnapshot) -> Text:
+        hb = s.heartbeat
+        w = beat_word(hb)
+        frac = None if hb.age_s is None else hb.age_s / hb.stall_s if hb.stall_s else 1.0
+        if hb.age_s is None and w == "NOT_STARTED":
+            frac = 0.0
+        text = f" {w} {duration(hb.age_s)} / stall {duration(hb.stall_s)}"
+        t = _head("beat") + Text(f"[{bar(frac, self.bar_width(9 + len(text)))}] ")
+        t.append_text(word(w))
+        t.append(f" {duration(hb.age_s)} / stall {duration(hb.stall_s)}")
+        if hb.beat.value == "UNKNOWN" and hb.evidence.error:
+            t.append(f"  {hb.evidence.error}", style="dim")
+        return t
+
+
+class EvaluatorLine(SidePart):
+    """Evaluator state and phase, attempt k/N, DS so far, last route status."""
+
+    label = "eval"
+
+    def line(self, s: SideSnapshot) -> Text:
+        e = s.evaluator
+        t = _head("eval") + word(e.verdict.state.value)
+        t.append(" ")
+        t.append_text(word(e.phase))
+        attempt = e.harness.attempt if e.harness is not None else None
+        t.append(f"  attempt {attempt if attempt is not None else '-'}/{s.side.evaluator.max_attempts}")
+        t.append(f"  DS {e.ds:.1f}" if e.ds is not None else "  DS -")
+        if e.last_status:
+            t.append(f"  last {e.last_status}")
+        return t
+
+
+class RouteProgress(SidePart):
+    """Routes done/total as a bar; an unreadable checkpoint is '?', never 0."""
+
+    label = "routes"
+
+    def line(self, s: SideSnapshot) -> Text:
+        cp = s.evaluator.checkpoint
+        prog = cp.progress
+        if prog is not None:
+            done, total = prog
+            frac = done / total if total else None
+            text = f" {done}/{total}"
+        else:
+            frac = 0.0 if cp.missing else None
+            text = " no checkpoint yet" if cp.missing else " ?/? UNKNOWN"
+        t = _head("routes") + Text(f"[{bar(frac, self.bar_width(9 + len(text)))}]")
+        t.append(text)
+        return t
+
+
+class LogTail(SidePart):
+    """The last lines the evaluator wrote (what an operator would `tail` first)."""
+
+    label = "log"
+
+    def line(self, s: SideSnapshot) -> Text:
+        if not s.log_tail:
+            return Text("log    (no lines)", style="dim")
+        return Text("\n".join(ln.rstrip()[:300] for ln in s.log_tail), style="dim")

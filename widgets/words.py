@@ -1,0 +1,54 @@
+"""State words and bars shared by every widget.
+
+A state is always shown as its word first and its colour second: on TERM=linux (16 colours), over a
+colour-blind eye or in a `tmux capture-pane` text dump the word alone must carry the meaning.
+"""
+from __future__ import annotations
+
+from rich.text import Text
+
+# Named ANSI colours (not theme hex values): they survive the downgrade to 16 colours unchanged.
+WORD_STYLE: dict[str, str] = {
+    "ALIVE": "bold green", "FRESH": "bold green", "ok": "green", "OK": "green", "reachable": "green",
+    "running": "green", "CLEAR": "green",
+    "DEAD": "bold red", "STALE": "bold red", "IN USE": "bold red", "RESERVED": "bold red", "SHARED": "bold red",
+    "UNREACHABLE": "bold red", "failed": "bold red", "refused": "bold red", "crashed": "bold red",
+    "UNKNOWN": "bold yellow", "NOT_STARTED": "yellow", "IDLE": "bold magenta", "restarting": "yellow",
+    "finished": "cyan", "absent": "dim", "stopped": "yellow",
+    "done": "bold green", "incomplete": "bold red", "error": "bold red", "cancelled": "yellow",
+    "NONE": "green", "READ": "green", "OURS": "green", "ABSENT": "green",
+}
+
+
+def word(text: str, style: str | None = None) -> Text:
+    """A state word in its colour (unknown words are plain, never hidden)."""
+    return Text(text, style=style if style is not None else WORD_STYLE.get(text, ""))
+
+
+def bar(fraction: float | None, width: int) -> str:
+    """A text bar of `width` cells; None (unknown) is a row of '?' so it never reads as empty or full."""
+    if width <= 0:
+        return ""
+    if fraction is None:
+        return "?" * width
+    fraction = min(max(fraction, 0.0), 1.0)
+    full = round(fraction * width)
+    return "█" * full + "░" * (width - full)
+
+
+def duration(seconds: float | None) -> str:
+    """Compact age: 42s, 7m05s, 3h12m, 2d04h; None is '?'."""
+    if seconds is None:
+        return "?"
+    s = int(max(seconds, 0))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def mib(v: int | None) -> str:
+    return "?" if v is None else f"{v}"
