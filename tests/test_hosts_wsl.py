@@ -98,7 +98,7 @@ def test_client_timeout_kills_the_interop_group(wsl):
 
 def test_script_deadline_is_after_client_deadline(wsl):
     argv = wsl.argv_for(["x.exe"], 5.0)
-    assert "WaitForExit(6000)" in ps.decode_command(argv[-1])
+    assert "WaitForExit(5500)" in ps.decode_command(argv[-1])
     assert _literal(ps.decode_command(argv[-1]), "$psi.FileName") == "x.exe"
     assert msvcrt_split(_literal(ps.decode_command(argv[-1]), "$psi.Arguments")) == []
 

@@ -123,15 +123,22 @@ class LocalHost(Host, Detacher):
             left = max(0.05, timeout - (time.monotonic() - t0))
             await asyncio.wait_for(proc.wait(), left)
         except asyncio.TimeoutError:
-            await stop_group(proc)
+            try:
+                await stop_group(proc)
+            except BaseException:
+                _killpg(proc.pid, signal.SIGKILL)  # cancelled during the grace: no grace left
+                raise
             out, err = await self._drain(readers)
             return Result(args, None, stdout=decode(*out), stderr=decode(*err),
                           took_s=time.monotonic() - t0, error=timeout_error(timeout), timed_out=True)
         except BaseException:
-            # Cancelled (or anything else): never leave the group behind. No awaiting here beyond
-            # the synchronous KILL: a cancelled task should not block; asyncio reaps the leader.
+            # Cancelled (or anything else): never leave the group behind. KILL at once (no grace: the
+            # caller is going away), then wait a moment for the exit so the transport closes inside
+            # this loop; a second cancellation only cuts that wait short.
             _killpg(proc.pid, signal.SIGKILL)
             readers.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(proc.wait(), 1.0)
             raise
         if _group_alive(proc.pid):
             # The leader exited but left members of its group (e.g. `cmd &` holding no pipe): those

@@ -13,12 +13,12 @@ the rig file is the one source of truth for how a host is reached.
 
 Remote commands (POSIX): one string built with shlex quoting only (`cd -- DIR || ...; exec timeout -k 2
 T env -- K=V argv...`). The command runs with no pty (a pty would merge stderr into stdout), so a
-client-side timeout alone would leave it running: `timeout` bounds it on the remote side, one second
+client-side timeout alone would leave it running: `timeout` bounds it on the remote side, half a second
 after the client's own deadline (then KILL 2 s later). On a client timeout we also send TERM over the
 channel: sshd delivers it with killpg to the session and `timeout` (exec'd, so it is the session
 leader) forwards it to the command's group - but OpenSSH refuses signal requests for root logins
 ("session signalling requires privilege separation", seen with 9.2), so the remote `timeout` is the
-part that must work, and does, within T + 1 s (+ 2 s for a command that ignores TERM). The remote
+part that must work, and does, within T + 0.5 s (+ 2 s for a command that ignores TERM). The remote
 `timeout` needs GNU coreutils (or a busybox with -k). env entries are added to the remote environment
 with `env` (sshd's AcceptEnv refuses most names). The remote login shell must be POSIX-compatible.
 
@@ -48,7 +48,7 @@ from ops.model import HostConfig
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 # How much later than the client's deadline the remote side stops the command itself: the client
 # times out first and reports it; the remote bound is the backstop when the TERM cannot be delivered.
-REMOTE_MARGIN_S = 1.0
+REMOTE_MARGIN_S = 0.5
 REMOTE_KILL_AFTER_S = 2
 
 # `timeout` and `env` report a missing/unexecutable program as 127/126 with these messages.
@@ -129,6 +129,7 @@ class SshHost(Host, Detacher):
         self._connecting: asyncio.Future[asyncssh.SSHClientConnection] | None = None
         self._failed: tuple[float, str] | None = None  # (monotonic time, error) of the last failed connect
         self._sem: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"SshHost({self.name!r}, {self.target})"
@@ -195,12 +196,27 @@ class SshHost(Host, Detacher):
         # shield: a caller whose own timeout expires must not cancel the attempt the others share.
         return await asyncio.shield(self._connecting)
 
+    def _bind_loop(self) -> None:
+        """A connection, a semaphore and a shared connect task all belong to one event loop. A host
+        reused from another loop (a CLI that calls asyncio.run twice) starts afresh rather than
+        failing with "attached to a different loop"; the old connection died with its loop."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop = loop
+            self._conn = None
+            self._connecting = None
+            self._sem = asyncio.Semaphore(self.max_sessions)
+
     def _drop(self, conn: asyncssh.SSHClientConnection) -> None:
         if self._conn is conn:
             self._conn = None
         conn.close()
 
     async def close(self) -> None:
+        if self._loop is not asyncio.get_running_loop():
+            # Opened in a loop that is gone: its sockets went with it; nothing to close from here.
+            self._conn, self._connecting, self._loop = None, None, None
+            return
         if self._connecting is not None and not self._connecting.done():
             self._connecting.cancel()
         conn, self._conn = self._conn, None
@@ -245,8 +261,7 @@ class SshHost(Host, Detacher):
         """Send one already-quoted command string. Never raises for transport or timeout."""
         t0 = time.monotonic()
         rargv = argv or ("ssh", self.name, command)
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.max_sessions)
+        self._bind_loop()
         try:
             return await asyncio.wait_for(self._run_command(command, rargv, t0), timeout)
         except asyncio.TimeoutError:

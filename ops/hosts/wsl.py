@@ -2,7 +2,7 @@
 
 Every call starts a fresh powershell.exe (hundreds of ms; it sometimes hangs), so every call is bounded
 twice: LocalHost kills the Linux-side interop process group at the client deadline, and the generated
-script enforces its own deadline one second later and kills the Windows process tree, because killing
+script enforces its own deadline half a second later and kills the Windows process tree, because killing
 the interop stub does not stop the Windows process. Prefer an ssh host to Windows for frequent polling.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ops.hosts.local import LocalHost
 from ops.model import HostConfig
 
 # The script's own deadline comes this much after the client's, so the client reports the timeout.
-REMOTE_MARGIN_S = 1.0
+REMOTE_MARGIN_S = 0.5
 
 
 class WslInteropHost(Host, Detacher):
