@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ops.parse import ParseError, WinProc, parse_win_processes, split_windows_cmdline
-from ops.parse.winproc import MAX_CHARS, PS_PROCESS_QUERY
+from ops.parse.winproc import MAX_CHARS, PS_PROCESS_QUERY, parse_creation_date
 
 DATA = Path(__file__).parent / "data"
 PS51 = (DATA / "winproc_ps51.json").read_text(encoding="utf-8")
@@ -92,6 +92,13 @@ def test_creation_date_forms(date: object, expected: float | None) -> None:
         assert table[0].create_time is None
     else:
         assert table[0].create_time == pytest.approx(expected, abs=1e-6)
+
+
+def test_parse_creation_date_alone_never_raises() -> None:
+    assert parse_creation_date("/Date(1614185732000)/") == 1614185732.0
+    assert parse_creation_date(None) is None
+    for bad in ("yesterday", 12, {"DisplayHint": 2}, ["x"], "2021-13-01T00:00:00Z"):
+        assert isinstance(parse_creation_date(bad), ParseError)
 
 
 def test_escaped_slash_form_as_written_by_51() -> None:

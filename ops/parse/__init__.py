@@ -29,12 +29,18 @@ from ops.parse.nvsmi import (
     parse_query_gpu,
 )
 from ops.parse.routes import RoutesFile, checkpoint_route_id, parse_routes
-from ops.parse.winproc import PS_PROCESS_QUERY, WinProc, parse_win_processes, split_windows_cmdline
+from ops.parse.winproc import (
+    PS_PROCESS_QUERY,
+    WinProc,
+    parse_creation_date,
+    parse_win_processes,
+    split_windows_cmdline,
+)
 
 __all__ = [
     "AppReading", "Checkpoint", "ExclusionRange", "ExclusionTable", "GpuReading", "PS_PROCESS_QUERY",
     "ParseError", "QUERY_APPS_ARGS", "QUERY_GPU_ARGS", "RouteRecord", "RoutesFile", "WinProc",
-    "checkpoint_route_id", "completed_records", "driving_score", "is_success", "last_status",
+    "checkpoint_route_id", "completed_records", "parse_creation_date", "driving_score", "is_success", "last_status",
     "parse_checkpoint", "parse_compute_apps", "parse_excluded_ranges", "parse_query_gpu",
     "parse_routes", "parse_win_processes", "penalty_for", "record_penalty", "resume_index",
     "split_windows_cmdline", "success_rate", "wall_game_ratio",

@@ -99,7 +99,7 @@ def _proc(row: object) -> WinProc:
     cmdline = fields.get("commandline")
     if cmdline is not None and not isinstance(cmdline, str):
         raise _Bad("CommandLine is not a string or null")
-    return WinProc(pid=pid, ppid=ppid, cmdline=cmdline, create_time=parse_creation_date(fields.get("creationdate")))
+    return WinProc(pid=pid, ppid=ppid, cmdline=cmdline, create_time=_creation_date(fields.get("creationdate")))
 
 
 def _pid(value: object, label: str) -> int:
@@ -108,12 +108,20 @@ def _pid(value: object, label: str) -> int:
     return value
 
 
-def parse_creation_date(value: object) -> float | None:
-    """Epoch seconds from any of the CreationDate forms; None for null or a pre-1970 sentinel.
+def parse_creation_date(value: object) -> float | None | ParseError:
+    """Epoch seconds from one CreationDate value (any form above); None for null or a pre-1970 sentinel.
 
-    Raises _Bad for a form it does not know: every row comes from one serializer, so an unknown form
+    An unknown form is a ParseError, not None: every row comes from one serializer, so an unknown form
     means the whole answer is misunderstood, and the caller must hear that rather than get Nones.
     """
+    try:
+        return _creation_date(value)
+    except _Bad as exc:
+        return ParseError.of(WHAT, str(exc), json.dumps(value, default=str))
+
+
+def _creation_date(value: object) -> float | None:
+    """parse_creation_date's work; raises _Bad (caught by both callers) for what it cannot read."""
     if value is None:
         return None
     if isinstance(value, dict):
@@ -122,7 +130,7 @@ def parse_creation_date(value: object) -> float | None:
             raise _Bad("a CreationDate object without 'value'")
         if isinstance(inner["value"], dict):
             raise _Bad("a CreationDate object nested in another")
-        return parse_creation_date(inner["value"])
+        return _creation_date(inner["value"])
     if not isinstance(value, str):
         raise _Bad(f"CreationDate is {type(value).__name__}")
     seconds = _date_seconds(value.strip())
