@@ -51,6 +51,11 @@ def test_ok_rc_stdout_stderr(host):
     assert ok.ok and ok.argv == ("true",) and ok.took_s > 0
 
 
+def test_killed_by_signal_is_negative_rc(host):
+    r = run(host.run([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], 5))
+    assert r.rc == -9 and r.error is None
+
+
 def test_argv_is_not_a_shell(host):
     r = run(host.run(["echo", "$HOME", "; rm -rf /", "a'b\"c", "`id`"], 5))
     assert r.stdout == "$HOME ; rm -rf / a'b\"c `id`\n"

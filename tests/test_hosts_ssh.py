@@ -118,6 +118,11 @@ def test_rc_stderr_env_cwd_quoting(ssh_cfg, tmp_path):
     assert r.stdout == f"x 'y' {tmp_path} {weird!r}\n"
 
 
+def test_killed_by_signal_is_negative_rc(ssh_cfg):
+    r = run(with_host(ssh_cfg, lambda h: h.run([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], 10)))
+    assert r.rc == -9 and r.error is None and r.why() == "exit -9"
+
+
 def test_spawn_errors_remote(ssh_cfg, tmp_path):
     async def body(h):
         return (await h.run(["/nonexistent/tool"], 10), await h.run(["true"], 10, cwd=str(tmp_path / "no")))

@@ -296,14 +296,12 @@ class SshHost(Host, Detacher):
             except (OSError, asyncssh.Error) as e:
                 self._drop(conn)
                 raise TransportError(f"{self.target}: {type(e).__name__}: {e}") from e
-        rc = completed.exit_status
-        if rc is None or (rc == -1 and completed.exit_signal is None and conn.is_closed()):
-            # No exit status: the channel closed under us (connection lost mid-command).
+        # returncode: the exit status, or minus the signal number (as asyncio reports a local one);
+        # None when the channel closed with neither: the connection went away mid-command.
+        rc = completed.returncode
+        if rc is None:
             self._drop(conn)
             raise TransportError(f"{self.target}: connection lost before the command finished")
-        if completed.exit_signal is not None:
-            sig = completed.exit_signal[0]
-            err += f"\n[killed by signal {sig}]".encode()
         return Result(rargv, rc, stdout=decode(out, odrop), stderr=decode(err, edrop),
                       took_s=time.monotonic() - t0)
 
