@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
             sim.down(d)
         elif args.sim_command == "inject":
             sim.inject(d, args.side, args.fault)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"carla-console sim: {e}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK

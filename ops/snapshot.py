@@ -88,12 +88,17 @@ class SideSnapshot:
 class Prober:
     """Owns the caches a rig's probes share (process scans, checkpoints, last RPC answers)."""
 
-    def __init__(self, rig: RigConfig, hosts: dict[str, Host], rpc_every_s: float = 30.0) -> None:
+    def __init__(self, rig: RigConfig, hosts: dict[str, Host], rpc_every_s: float = 30.0,
+                 vram_every_s: float = 5.0, rpc_overhead_s: float = 20.0) -> None:
         self.rig = rig
         self.hosts = hosts
         self.rpc_every_s = rpc_every_s
+        # nvidia-smi costs ~50-300 ms a call and VRAM moves slowly: read it every few seconds, not every poll.
+        self.vram_every_s = vram_every_s
+        self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
         self.checkpoints = CheckpointCache()
         self._last_rpc: dict[str, tuple[float, ServerProbe]] = {}
+        self._last_vram: dict[str, tuple[float, VramReading]] = {}
 
     async def tables(self, host_names: set[str], timeout: float) -> dict[str, ProcTable]:
         names = sorted(host_names)
@@ -111,10 +116,11 @@ class Prober:
         ev_host = self.hosts[side.evaluator.host]
         last = self._last_rpc.get(name)
         due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_every_s)
-        server_t = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host])
+        server_t = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
+                                rpc_overhead_s=self.rpc_overhead_s)
         hb_t = probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s, timeout)
         ev_t = probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout)
-        vram_t = read_vram(self.rig.hosts[side.server.host], self.hosts[side.server.host], timeout)
+        vram_t = self._vram(side.server.host, timeout, force=bool(rpc))
         server, hb, ev, vram = await asyncio.gather(server_t, hb_t, ev_t, vram_t)
         server = self._carry_rpc(name, server, due)
         lines: tuple[str, ...] = ()
@@ -122,6 +128,14 @@ class Prober:
             got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
             lines = tuple(got or ())
         return SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3)
+
+    async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
+        last = self._last_vram.get(host)
+        if not force and last is not None and time.time() - last[0] < self.vram_every_s:
+            return last[1]
+        reading = await read_vram(self.rig.hosts[host], self.hosts[host], timeout)
+        self._last_vram[host] = (time.time(), reading)
+        return reading
 
     def _carry_rpc(self, name: str, server: ServerProbe, probed: bool) -> ServerProbe:
         if probed:

@@ -58,7 +58,8 @@ class RpcCheck:
     import_failed: bool = False
 
 
-async def rpc_version(rig: RigConfig, side: SideConfig, ev_host: Host, address: str) -> RpcCheck:
+async def rpc_version(rig: RigConfig, side: SideConfig, ev_host: Host, address: str,
+                      overhead_s: float = 20.0) -> RpcCheck:
     """get_server_version() with the real carla client, run in the side's pinned env from a script file."""
     t0 = time.perf_counter()
     timeout = side.server.probe_timeout_s
@@ -66,7 +67,7 @@ async def rpc_version(rig: RigConfig, side: SideConfig, ev_host: Host, address: 
     argv = python_argv(rig, side.evaluator, script, ["--host", address, "--port", str(side.server.rpc_port),
                                                      "--timeout", str(timeout)])
     # conda start-up plus the import of carla comes on top of the RPC timeout itself.
-    res = await ev_host.run(argv, timeout=timeout + 20.0)
+    res = await ev_host.run(argv, timeout=timeout + overhead_s)
     took = (time.perf_counter() - t0) * 1e3
     what = f"carla get_server_version() {address}:{side.server.rpc_port} in env {side.evaluator.conda_env}"
     if not res.ok:
@@ -134,7 +135,7 @@ def decide(table: ProcTable, procs: list[Proc], tcp: TcpCheck, rpc: RpcCheck | N
 
 
 async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host], *, with_rpc: bool = True,
-                       table: ProcTable | None = None) -> ServerProbe:
+                       table: ProcTable | None = None, rpc_overhead_s: float = 20.0) -> ServerProbe:
     host = hosts[side.server.host]
     port = side.server.rpc_port
     timeout = side.server.probe_timeout_s
@@ -144,7 +145,8 @@ async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host],
     tcp = await tcp_check(host.tcp_address, port, timeout)
     rpc = None
     if with_rpc and procs and tcp.open:
-        rpc = await rpc_version(rig, side, hosts[side.evaluator.host], _address_from(hosts, side))
+        rpc = await rpc_version(rig, side, hosts[side.evaluator.host], _address_from(hosts, side),
+                                overhead_s=rpc_overhead_s)
     verdict = decide(table, procs, tcp, rpc, port)
     main = main_server(procs)
     return ServerProbe(verdict=verdict, pid=main.pid if main else None,

@@ -1,0 +1,164 @@
+"""`status` against the sim rig: ALIVE / DEAD / UNKNOWN with evidence, heartbeat, progress, idle.
+
+Real processes throughout: the fake servers answer the real carla client, the probe runs in the pinned
+(fake) conda env from a script file, and the failures are real failing commands, not mocked answers.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from ops.config import load_config
+from ops.hosts.local import LocalHost
+from ops.rig import open_rig
+from ops.sim import rig as sim
+from ops.snapshot import Prober
+
+CLI = [sys.executable, "-m", "console"]
+
+
+@pytest.fixture
+def rig_dir(tmp_path: Path):
+    d = tmp_path / "rig"
+    sim.up(d, route_s=1.0, tick_s=0.2, stall_s=2.0)
+    try:
+        yield d
+    finally:
+        sim.down(d)
+
+
+def status_json(cfg: Path, *extra: str) -> dict:
+    out = subprocess.run([*CLI, "-c", str(cfg), "status", "--json", *extra], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["sides"]
+
+
+def test_sim_rig_alive_fresh_progress_then_hang_and_finish(rig_dir: Path) -> None:
+    cfg = rig_dir / "rig.yaml"
+    first = status_json(cfg)
+    for name in ("A", "B"):
+        s = first[name]
+        assert s["server"]["state"] == "ALIVE", s["server"]
+        assert s["server"]["version"] == "0.9.15"
+        assert s["heartbeat"]["state"] == "FRESH"
+        assert s["evaluator"]["state"] == "ALIVE" and s["idle"] is False
+        assert s["vram"]["used_mb"] is not None and s["vram"]["server_mb"] == 6000
+        assert set(s["server"]["ports"]) == {"rpc", "streaming", "secondary", "tm"}
+    time.sleep(2.5)
+    later = status_json(cfg)
+    assert later["A"]["evaluator"]["progress"][0] > (first["A"]["evaluator"]["progress"] or [0])[0]
+
+    a_pids = [m["pid"] for m in later["A"]["evaluator"]["chain"]]
+    sim.inject(rig_dir, "A", "hang")
+    # STALE within stall_s (2 s) plus one poll.
+    deadline = time.monotonic() + 2.0 + 1.0 + 3.0
+    while True:
+        snap = status_json(cfg, "--no-rpc")
+        if snap["A"]["heartbeat"]["state"] == "STALE" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert snap["A"]["heartbeat"]["state"] == "STALE", snap["A"]["heartbeat"]
+    assert snap["B"]["heartbeat"]["state"] == "FRESH"
+    assert all(psutil.pid_exists(p) for p in a_pids), "a hung evaluator stays alive"
+    assert snap["A"]["evaluator"]["state"] == "ALIVE"
+
+    sim.inject(rig_dir, "B", "finish")
+    deadline = time.monotonic() + 15
+    while True:
+        snap = status_json(cfg)   # idle needs the server ALIVE, i.e. a real RPC answer
+        if snap["B"]["idle"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert snap["B"]["idle"] is True, snap["B"]
+    assert snap["B"]["evaluator"]["phase"] == "finished"
+    assert snap["A"]["idle"] is False
+
+
+def _probe(cfg_path: Path, side: str = "A", hosts: dict | None = None, **prober_kw):
+    rig = load_config(cfg_path)
+
+    async def go():
+        async with open_rig(rig) as live:
+            prober = Prober(rig, hosts or live.hosts, **prober_kw)
+            return await prober.side(side, rpc=True)
+    return asyncio.run(go())
+
+
+def test_server_dead_after_sim_down(tmp_path: Path) -> None:
+    d = tmp_path / "rig"
+    sim.up(d, start_evaluators=False)
+    sim.down(d)
+    snap = _probe(d / "rig.yaml")
+    assert snap.server.verdict.state.value == "DEAD", snap.server.verdict
+    assert "refused" in snap.server.verdict.summary
+
+
+def _rewrite(cfg: Path, edit) -> Path:
+    data = yaml.safe_load(cfg.read_text())
+    edit(data)
+    out = cfg.with_name("edited.yaml")
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
+def test_unknown_not_dead_when_probe_env_lacks_carla(rig_dir: Path) -> None:
+    def to_nocarla(d):
+        d["sides"]["A"]["evaluator"]["conda_env"] = "sim-nocarla"
+    snap = _probe(_rewrite(rig_dir / "rig.yaml", to_nocarla))
+    v = snap.server.verdict
+    assert v.state.value == "UNKNOWN", v
+    assert "carla" in v.summary and "import" in " ".join(e.line() for e in v.evidence)
+
+
+def test_unknown_not_dead_when_host_command_times_out(rig_dir: Path) -> None:
+    (rig_dir / "sim" / "conda.mode").write_text("hang")
+    try:
+        t0 = time.monotonic()
+        snap = _probe(rig_dir / "rig.yaml", rpc_overhead_s=1.0)
+        took = time.monotonic() - t0
+    finally:
+        (rig_dir / "sim" / "conda.mode").unlink()
+    v = snap.server.verdict
+    assert v.state.value == "UNKNOWN" and "timeout" in " ".join(e.line() for e in v.evidence), v
+    assert took < 15
+
+
+class _NoProcTable(LocalHost):
+    """A real host whose process-table command fails the way a broken remote does (exit 2, stderr)."""
+
+    is_local = False
+
+    async def script_path(self, name: str) -> str:
+        return "/nonexistent/carla-console/proctable.py" if name == "proctable.py" else await super().script_path(name)
+
+
+def test_unknown_not_dead_when_process_table_cannot_be_read(rig_dir: Path) -> None:
+    rig = load_config(rig_dir / "rig.yaml")
+    snap = _probe(rig_dir / "rig.yaml", hosts={"local": _NoProcTable("local")})
+    v = snap.server.verdict
+    assert v.state.value == "UNKNOWN", v
+    assert "process table" in v.summary and "proctable.py" in v.summary
+    assert snap.evaluator.verdict.state.value == "UNKNOWN"
+    assert rig.sides["A"]
+
+
+def test_status_table_is_aligned_words(rig_dir: Path) -> None:
+    out = subprocess.run([*CLI, "-c", str(rig_dir / "rig.yaml"), "status"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["SIDE", "SERVER", "PID"]
+    assert lines[1].startswith("A ") and "ALIVE" in lines[1] and "FRESH" in lines[1]
+    # aligned: every row's SERVER column starts at the same offset
+    col = lines[0].index("SERVER")
+    assert all(ln[col:].split()[0] in ("ALIVE", "DEAD", "UNKNOWN") for ln in lines[1:3])
