@@ -320,7 +320,7 @@ class _Poller:
         inner = mine[-1].pid if mine else None
         common = dict(baseline=baseline, pid=pid, create_time=ct, server_pid=inner, argv=argv)
         if table.ok and not mine:
-            return Try(k, CRASHED, **common, detail=f"the launch (pid {pid}) exited within "
+            return Try(k, CRASHED, after=_used(after_v) if vram_word(after_v) == "READ" else None, **common, detail=f"the launch (pid {pid}) exited within "
                        f"{self.sc.server.start_wait_s:g} s: nothing left to stop")
         if vram_word(after_v) != "READ":
             stopped = await self.undo(k, pid, ct, before, "VRAM unreadable after the launch")
@@ -336,7 +336,7 @@ class _Poller:
         common.update(after=after, delta_mb=delta, gpu=gpu, gpu_name=name)
         need = self.sc.server.vram_min_delta_mb
         if table.ok and delta is not None and delta >= need:
-            return Try(k, ACCEPTED, **common, detail=f"gpu{gpu} {name}: +{delta} MiB ≥ {need} MiB, server pid {inner}")
+            return Try(k, ACCEPTED, **common, detail=f"+{delta} MiB ≥ {need} MiB, server pid {inner}")
         stopped = await self.undo(k, pid, ct, before, f"VRAM rose {delta} MiB < {need} MiB")
         return Try(k, NO_RISE if stopped[0] else STOP_FAILED, stopped=stopped[1], **common,
                    detail=f"largest rise {delta} MiB (gpu{gpu}) < {need} MiB"
