@@ -11,7 +11,7 @@ import signal as _signal
 import time
 from dataclasses import dataclass
 
-from ops.hosts.base import Host
+from ops.hosts.base import Host, ScriptUnavailable
 from ops.procs import LocalProcScanner, ProcTable, parse_proctable_json, read_proc
 from ops.tristate import Evidence
 
@@ -36,7 +36,10 @@ async def process_table(host: Host, timeout: float, fresh_pids: frozenset[int] =
     if host.os == "windows":
         from ops.hosts import windows
         return await windows.process_table(host, timeout)
-    script = await host.script_path("proctable.py")
+    try:
+        script = await host.script_path("proctable.py")
+    except ScriptUnavailable as e:
+        return ProcTable(host.name, error=str(e), took_ms=(time.perf_counter() - t0) * 1e3)
     res = await host.run(["python3", script], timeout=timeout)
     took = (time.perf_counter() - t0) * 1e3
     if not res.ok:
@@ -68,7 +71,10 @@ async def signal_if_same(host: Host, pid: int, create_time: float, sig: str, tim
     if host.os == "windows":
         from ops.hosts import windows
         return await windows.stop_if_same(host, pid, create_time, timeout)
-    script = await host.script_path("signal_if.py")
+    try:
+        script = await host.script_path("signal_if.py")
+    except ScriptUnavailable as e:
+        return SignalOutcome("error", str(e))
     res = await host.run(["python3", script, str(pid), repr(create_time), sig], timeout=timeout)
     if not res.ok:
         return SignalOutcome("error", res.why())

@@ -82,6 +82,7 @@ class Sshd:
             "ListenAddress 127.0.0.1",
             f"HostKey {d / 'host_ed25519'}",
             f"PidFile {d / 'sshd.pid'}",
+            "Subsystem sftp internal-sftp",   # the console copies its probe scripts over SFTP
             f"AuthorizedKeysFile {d / 'authorized_keys'}",
             "PermitRootLogin prohibit-password",   # the tests run as root; keys only
             "PubkeyAuthentication yes",

@@ -162,3 +162,37 @@ def test_status_table_is_aligned_words(rig_dir: Path) -> None:
     # aligned: every row's SERVER column starts at the same offset
     col = lines[0].index("SERVER")
     assert all(ln[col:].split()[0] in ("ALIVE", "DEAD", "UNKNOWN") for ln in lines[1:3])
+
+
+def _via_ssh(cfg: Path, ssh_cfg, known_hosts: str | None = None) -> Path:
+    def edit(d):
+        d["hosts"]["far"] = {"type": "ssh", "os": "linux", "address": "127.0.0.1", "port": ssh_cfg.port,
+                             "user": ssh_cfg.user, "known_hosts": known_hosts or ssh_cfg.known_hosts,
+                             "client_keys": list(ssh_cfg.client_keys), "connect_timeout_s": 5,
+                             "nvidia_smi": d["hosts"]["local"]["nvidia_smi"]}
+        for side in d["sides"].values():
+            side["server"]["host"] = "far"
+            side["evaluator"]["host"] = "far"
+    return _rewrite(cfg, edit)
+
+
+def test_status_through_a_real_sshd(rig_dir: Path, ssh_cfg) -> None:
+    sides = status_json(_via_ssh(rig_dir / "rig.yaml", ssh_cfg))
+    for name in ("A", "B"):
+        s = sides[name]
+        assert s["server"]["state"] == "ALIVE", s["server"]
+        assert s["server"]["host"] == "far"
+        assert s["heartbeat"]["state"] == "FRESH", s["heartbeat"]
+        assert s["evaluator"]["state"] == "ALIVE" and s["evaluator"]["progress"] is not None
+        assert s["vram"]["server_mb"] == 6000
+
+
+def test_wrong_host_key_is_refused_with_instructions(rig_dir: Path, ssh_cfg, sshd, tmp_path: Path) -> None:
+    from tests.sshd import keygen
+    other = keygen(tmp_path / "other_host_key", "impostor")
+    wrong = sshd.write_known_hosts(tmp_path / "known_hosts_wrong", pub=other)
+    sides = status_json(_via_ssh(rig_dir / "rig.yaml", ssh_cfg, known_hosts=str(wrong)))
+    s = sides["A"]["server"]
+    assert s["state"] == "UNKNOWN"
+    text = " ".join(s["evidence"]) + s["summary"]
+    assert str(wrong) in text and "ssh-keyscan" in text, text

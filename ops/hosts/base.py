@@ -35,6 +35,10 @@ class Result:
         return f"exit {self.rc}" + (f": {tail[-1][:300]}" if tail else "")
 
 
+class ScriptUnavailable(Exception):
+    """A packaged script could not be put on the host (transport down, disk full): probes say UNKNOWN."""
+
+
 class Host(abc.ABC):
     """A machine the console reaches. `os` is 'linux' or 'windows'."""
 

@@ -29,6 +29,7 @@ kills the process tree (see ops/hosts/powershell.py).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import contextlib
 import os
 import re
@@ -40,7 +41,7 @@ from dataclasses import replace
 import asyncssh
 
 from ops.hosts import powershell as ps
-from ops.hosts.base import Host, Result
+from ops.hosts.base import SCRIPTS_DIR, ScriptUnavailable, Host, Result
 from ops.hosts.common import (MAX_OUTPUT, Detacher, SpawnError, check_argv, check_env, decode,
                               read_capped, timeout_error)
 from ops.model import HostConfig
@@ -130,6 +131,8 @@ class SshHost(Host, Detacher):
         self._failed: tuple[float, str] | None = None  # (monotonic time, error) of the last failed connect
         self._sem: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._scripts: dict[str, str] = {}   # packaged script name -> its path on the remote host
+        self._upload_lock: asyncio.Lock | None = None
 
     def __repr__(self) -> str:
         return f"SshHost({self.name!r}, {self.target})"
@@ -206,6 +209,51 @@ class SshHost(Host, Detacher):
             self._conn = None
             self._connecting = None
             self._sem = asyncio.Semaphore(self.max_sessions)
+            self._upload_lock = asyncio.Lock()
+
+    async def script_path(self, name: str, timeout: float = 15.0) -> str:
+        """Copy ops/scripts/NAME to ~/.cache/carla-console/scripts/<sha>/NAME once (SFTP), return its path.
+
+        Scripts run from files on the host, never from stdin; the content hash in the path means a
+        console of another version never runs a stale copy."""
+        if self.os != "linux":
+            raise ScriptUnavailable(f"host {self.name}: packaged scripts run on Linux hosts only")
+        cached = self._scripts.get(name)
+        if cached is not None:
+            return cached
+        self._bind_loop()
+        assert self._upload_lock is not None
+        async with self._upload_lock:   # probes of several sides ask at once: copy once
+            cached = self._scripts.get(name)
+            if cached is not None:
+                return cached
+            return await self._script_path(name, timeout)
+
+    async def _script_path(self, name: str, timeout: float) -> str:
+        data = (SCRIPTS_DIR / name).read_bytes()
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        try:
+            path = await asyncio.wait_for(self._upload(name, data, digest), timeout)
+        except asyncio.TimeoutError as e:
+            raise ScriptUnavailable(f"copy {name} to {self.target}: timeout after {timeout} s") from e
+        except (TransportError, OSError, asyncssh.Error) as e:
+            raise ScriptUnavailable(f"copy {name} to {self.target}: {type(e).__name__}: {e}") from e
+        self._scripts[name] = path
+        return path
+
+    async def _upload(self, name: str, data: bytes, digest: str) -> str:
+        conn = await self._connection()
+        async with conn.start_sftp_client() as sftp:
+            home = await sftp.realpath(".")
+            folder = f"{home}/.cache/carla-console/scripts/{digest}"
+            path = f"{folder}/{name}"
+            if not await sftp.exists(path):
+                await sftp.makedirs(folder, exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                async with sftp.open(tmp, "wb") as f:
+                    await f.write(data)
+                await sftp.posix_rename(tmp, path)
+        return path
 
     def _drop(self, conn: asyncssh.SSHClientConnection) -> None:
         if self._conn is conn:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ops.hostops import TcpCheck, process_table, tcp_check
-from ops.hosts.base import Host
+from ops.hosts.base import Host, ScriptUnavailable
 from ops.model import RigConfig, SideConfig
 from ops.pinned import python_argv
 from ops.procs import Proc, ProcTable
@@ -63,13 +63,16 @@ async def rpc_version(rig: RigConfig, side: SideConfig, ev_host: Host, address: 
     """get_server_version() with the real carla client, run in the side's pinned env from a script file."""
     t0 = time.perf_counter()
     timeout = side.server.probe_timeout_s
-    script = await ev_host.script_path("carla_probe.py")
+    what = f"carla get_server_version() {address}:{side.server.rpc_port} in env {side.evaluator.conda_env}"
+    try:
+        script = await ev_host.script_path("carla_probe.py")
+    except ScriptUnavailable as e:
+        return RpcCheck(None, Evidence(what, False, error=str(e), took_ms=(time.perf_counter() - t0) * 1e3))
     argv = python_argv(rig, side.evaluator, script, ["--host", address, "--port", str(side.server.rpc_port),
                                                      "--timeout", str(timeout)])
     # conda start-up plus the import of carla comes on top of the RPC timeout itself.
     res = await ev_host.run(argv, timeout=timeout + overhead_s)
     took = (time.perf_counter() - t0) * 1e3
-    what = f"carla get_server_version() {address}:{side.server.rpc_port} in env {side.evaluator.conda_env}"
     if not res.ok:
         return RpcCheck(None, Evidence(what, False, error=res.why(), took_ms=took))
     line = next((ln for ln in reversed(res.stdout.strip().splitlines()) if ln.startswith("{")), "")
