@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ops.sim import msgpack_lite, rpc
 from ops.sim.layout import PROJECT_NAME, SimLayout, read_mode

@@ -184,12 +184,22 @@ def start_evaluator(dir: str | Path, side: str, *, resume: bool = False,
                                 start_new_session=True)
     rec = ProcRecord.of(psutil.Process(proc.pid), "conda", side)
     record_started(layout, [rec])
-    # Keep the Popen alive (so it is not reported as a ResourceWarning) without waiting on it.
     _CHILDREN.append(proc)
     return rec
 
 
+# Detached processes this process started. They stay our children: once exited they are zombies
+# until reaped — by down(), by reap_children(), or when this process exits. Not reaped behind the
+# caller's back, so that a caller may still psutil.wait() one for its exit code.
 _CHILDREN: list[subprocess.Popen] = []
+
+
+def reap_children() -> list[int]:
+    """Reap the exited processes rig started from this process (for long-lived callers: the demo)."""
+    done = [p for p in _CHILDREN if p.poll() is not None]
+    for p in done:
+        _CHILDREN.remove(p)
+    return [p.pid for p in done]
 
 
 # ---------------------------------------------------------------------------------------------- rig.yaml
@@ -263,6 +273,7 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
             states.append(SideState(name=name, rpc_port=p.rpc, tm_port=p.tm, adapter=adapter, work=str(work),
                                     route_s=route_s, tick_s=tick_s, eval_timeout_s=eval_timeout_s))
             launchers[name] = launch_server(layout.root, p.rpc, adapter, side=name)
+            _CHILDREN.append(launchers[name])
         for i, st in enumerate(states):
             for attempt in range(3):
                 try:
@@ -279,6 +290,7 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
                     st = SideState(**{**st.to_json(), "rpc_port": p.rpc, "tm_port": p.tm})
                     states[i] = st
                     launchers[st.name] = launch_server(layout.root, p.rpc, adapter, side=st.name)
+                    _CHILDREN.append(launchers[st.name])
         write_json_atomic(layout.sides_json, {"sides": {st.name: st.to_json() for st in states}})
         write_text_atomic(layout.rig_yaml, yaml.safe_dump(rig_config(layout, states, stall_s), sort_keys=False))
         if start_evaluators:
@@ -303,9 +315,7 @@ def down(dir: str | Path, grace_s: float = 3.0) -> StopReport:
     layout = SimLayout.of(dir)
     procs = [p for p in (identify(r) for r in all_records(layout)) if p is not None]
     report = stop(with_descendants(procs), grace_s=grace_s) if procs else StopReport()
-    for proc in list(_CHILDREN):
-        if proc.poll() is not None:
-            _CHILDREN.remove(proc)
+    reap_children()
     live_entries(layout, clean=True)   # drop the ledger entries of the servers just stopped
     return report
 
