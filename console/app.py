@@ -297,7 +297,7 @@ class ConsoleApp(App[int]):
             return
         self.notify(f"{label} on {side}: running…", timeout=3)
         try:
-            out: ActionResult = await self.backend.execute(action, res.plan, res.confirmation)
+            out: ActionResult = await self.backend.execute(action, res.plan, res.confirmation, self.note)
         except Unavailable as e:
             self.unavailable(action, str(e))
             return

@@ -123,30 +123,19 @@ class LiveBackend:
         if action == "launch":
             mod = need("launch", "plan_launch", "execute_launch")
             lp = await mod.plan_launch(self.live, side)
-            checks = tuple(f"{c.name}: {c.status} {c.detail}" for c in getattr(lp, "checks", ()))
-            plan = dataclasses.replace(as_plan(lp), evidence=as_plan(lp).evidence + checks,
-                                       action=as_plan(lp).action or " ".join(getattr(lp, "harness_argv", ())))
+            plan = launch_view(lp)
             self._planned[id(plan)] = lp
             return plan
         if action == "reclaim":
-            mod = need("reclaim", "plan_reclaim")
-            got = await call(mod.plan_reclaim, self.live, side)
-            plan = as_plan(got)
-            self._planned[id(plan)] = got
-            return plan
+            mod = need("reclaim", "plan_reclaim", "reclaim")
+            return as_plan(await call(mod.plan_reclaim, self.live, side))
         if action == "adapter":
-            mod = need("adapter", "poll_adapters")
-            planner = next((getattr(mod, n) for n in ("plan_adapter", "plan_poll", "plan_adapters")
-                            if hasattr(mod, n)), None)
-            if planner is None:
-                raise Unavailable("ops/adapter.py has no plan function (plan_adapter)")
-            got = await call(planner, self.live, side)
-            plan = as_plan(got)
-            self._planned[id(plan)] = got
-            return plan
+            mod = need("adapter", "plan_adapter_poll", "poll_adapters")
+            return as_plan(await call(mod.plan_adapter_poll, self.live, side))
         raise Unavailable(f"no such action {action!r}")
 
-    async def execute(self, action: str, plan: Plan, conf: Confirmation) -> ActionResult:
+    async def execute(self, action: str, plan: Plan, conf: Confirmation,
+                      report: Callable[[str], None] | None = None) -> ActionResult:
         planned = self._planned.pop(id(plan), None)
         if action == "launch":
             mod = need("launch", "execute_launch")
@@ -154,68 +143,121 @@ class LiveBackend:
                 raise Unavailable("the launch plan was not kept; plan again")
             return outcome_result(await mod.execute_launch(self.live, planned, conf))
         if action == "reclaim":
-            mod = need("reclaim")
-            fn = getattr(mod, "execute_reclaim", None) or getattr(mod, "reclaim", None)
-            if fn is not None:
-                return outcome_result(await call(fn, self.live, planned if planned is not None else plan, conf))
-            return outcome_result(await self.guard.execute(plan, conf))
+            mod = need("reclaim", "reclaim")
+            # The plan the operator saw goes back: reclaim() re-asks for clients right before acting.
+            return outcome_result(await mod.reclaim(self.live, plan.side, conf, plan=plan))
         if action == "adapter":
             mod = need("adapter", "poll_adapters")
-            return outcome_result(await call(mod.poll_adapters, self.live, plan.side, conf))
+
+            def on_event(ev: Any) -> None:
+                if report is not None:
+                    adapter = "" if ev.adapter is None else f" adapter {ev.adapter}"
+                    report(f"{plan.side} adapter{adapter}: {ev.kind} {ev.detail}")
+
+            rep = await mod.poll_adapters(self.live, plan.side, conf, on_event=on_event, plan=plan)
+            return adapter_result(rep)
         raise Unavailable(f"no such action {action!r}")
 
     def recovery(self, side: str) -> "LiveRecovery":
-        need("recovery", "recovery_plan", "execute_kill", "relaunch", "wait_fresh")
         return LiveRecovery(self, side)
 
 
+def launch_view(lp: Any) -> Plan:
+    """The guard plan of a LaunchPlan with what the operator needs to judge it: the checks, the resume
+    decision and the exact harness command (the launch refusal, if any, disables Proceed)."""
+    base = as_plan(lp)
+    checks = tuple(f"{c.name}: {c.status} {c.detail}" for c in getattr(lp, "checks", ()))
+    decision = getattr(lp, "decision", None)
+    resume = (f"resume {decision.resume}: {decision.reason}",) if decision is not None else ()
+    backup = (f"backup: {lp.backup}",) if getattr(lp, "backup", None) else ()
+    refused = base.refused or getattr(lp, "refused", None)
+    return dataclasses.replace(base, evidence=base.evidence + checks + resume + backup, refused=refused,
+                               action=base.action or " ".join(getattr(lp, "harness_argv", ())))
+
+
+def adapter_result(rep: Any) -> ActionResult:
+    acc = rep.accepted
+    tries = "; ".join(f"{t.adapter}: {t.verdict}" + (f" (+{t.delta_mb} MiB)" if t.delta_mb is not None else "")
+                      for t in rep.tries)
+    if acc is not None:
+        return ActionResult(True, f"adapter {acc.adapter} accepted ({acc.gpu_name}, +{acc.delta_mb} MiB); "
+                                  f"tries {tries}")
+    why = rep.refused or rep.stopped_on or "no candidate rendered"
+    return ActionResult(False, f"{why}; tries {tries or 'none'}")
+
+
+def _step_status(step: Any) -> str:
+    return {"done": "ok", "keep": "ok", "ok": "ok", "skipped": "skipped", "refused": "refused",
+            "blocked": "refused"}.get(step.status, "failed")
+
+
 class LiveRecovery:
-    """The wizard's steps over ops/recovery.py (issue 4's guided recovery)."""
+    """The wizard's steps over ops/recovery.py (recovery_plan, execute_kill, server_step, wait_fresh) and
+    ops/launch.py for the relaunch, which the wizard confirms in its own modal."""
 
     def __init__(self, backend: LiveBackend, side: str) -> None:
         self.backend = backend
         self.side = side
-        self.mod = need("recovery", "recovery_plan", "execute_kill", "relaunch", "wait_fresh")
+        self.mod = need("recovery", "recovery_plan", "execute_kill", "server_step", "wait_fresh")
         self.rec: Any = None
+        self.killed_at: float | None = None
+        self.lp: Any = None
 
     async def verdict(self) -> StepOutcome:
-        self.rec = await call(self.mod.recovery_plan, self.backend.live, self.side)
-        plan = as_plan(self.rec)
-        verdict = getattr(self.rec, "verdict", None) or plan.verdicts
-        detail = " · ".join(f"{k} {v}" for k, v in dict(verdict).items())
-        refused = getattr(self.rec, "refused", None) or plan.refused
-        if refused:
-            return StepOutcome("refused", f"{detail}; refused: {refused}", plan)
+        self.rec = await self.mod.recovery_plan(self.backend.live, self.side)
+        rec = self.rec
+        plan = rec.kill_plan
+        if rec.refused and not plan.refused:
+            plan = dataclasses.replace(plan, refused=rec.refused)
+        first = rec.steps[0] if rec.steps else None
+        detail = " · ".join(f"{k} {v}" for k, v in dict(rec.verdict).items())
+        if first is not None and first.detail:
+            detail = f"{detail}; {first.detail}"
+        if rec.refused:
+            return StepOutcome("refused", f"{detail}; refused: {rec.refused}", plan)
         return StepOutcome("ok", detail, plan)
 
     async def kill(self, plan: Plan, conf: Confirmation) -> StepOutcome:
-        out = await call(self.mod.execute_kill, self.backend.live, plan, conf)
-        r = outcome_result(out)
-        return StepOutcome("ok" if r.ok else "failed", r.detail)
+        self.killed_at = time.time()
+        res = await self.mod.execute_kill(self.backend.live, self.rec, conf)
+        status = "ok" if res.ok else ("refused" if res.step.status == "refused" else "failed")
+        return StepOutcome(status, res.step.detail)
 
     async def server(self) -> StepOutcome:
-        snap = await self.backend.live.prober.side(self.side, rpc=True)
-        state = snap.server.verdict.state.value
-        if state == "ALIVE":
-            return StepOutcome("ok", f"server ALIVE ({snap.server.verdict.summary}): kept")
-        restart = getattr(self.mod, "plan_server_restart", None)
-        if restart is None:
-            return StepOutcome("failed", f"server {state}: {snap.server.verdict.summary}; restart it (a) first")
-        return StepOutcome("confirm", f"server {state}", as_plan(await call(restart, self.backend.live, self.side)))
+        step = await self.mod.server_step(self.backend.live, self.side)
+        return StepOutcome(_step_status(step), step.detail)
 
     async def relaunch(self) -> StepOutcome:
-        out = await call(self.mod.relaunch, self.backend.live, self.side, Confirmation(True, "tui", self.side))
-        r = outcome_result(out)
-        return StepOutcome("ok" if r.ok else "failed", r.detail)
+        launch = need("launch", "plan_launch", "execute_launch")
+        lp = None
+        # The killed chain may take a moment to leave the process table (as ops.recovery.relaunch does).
+        for _ in range(12):
+            lp = await launch.plan_launch(self.backend.live, self.side)
+            if lp.allowed or not any(c.name == "running" and c.status != "ok" for c in lp.checks):
+                break
+            await asyncio.sleep(0.25)
+        self.lp = lp
+        if not lp.allowed:
+            return StepOutcome("refused", f"the relaunch is refused: {lp.refused}")
+        return StepOutcome("confirm", f"resume {lp.decision.resume}: {lp.decision.reason}", launch_view(lp))
 
     async def execute(self, plan: Plan, conf: Confirmation) -> StepOutcome:
-        r = outcome_result(await self.backend.guard.execute(plan, conf))
+        launch = need("launch", "execute_launch")
+        res = await launch.execute_launch(self.backend.live, self.lp, conf)
+        r = outcome_result(res)
         return StepOutcome("ok" if r.ok else "failed", r.detail)
 
     async def wait_fresh(self, report: Callable[[str], None]) -> StepOutcome:
-        out = await call(self.mod.wait_fresh, self.backend.live, self.side, FRESH_WAIT_S)
-        r = outcome_result(out)
-        return StepOutcome("ok" if r.ok else "failed", r.detail or ("heartbeat FRESH" if r.ok else "not FRESH"))
+        # Short waits in a loop, so the wizard's mark shows the live age instead of a frozen "waiting".
+        deadline = time.monotonic() + FRESH_WAIT_S
+        while True:
+            hb, step = await self.mod.wait_fresh(self.backend.live, self.side, 2.0, since=self.killed_at)
+            if step.status == "done":
+                return StepOutcome("ok", step.detail)
+            age = "?" if hb is None or hb.age_s is None else f"{hb.age_s:.0f} s"
+            report(f"heartbeat {hb.beat.value if hb else 'UNKNOWN'} (log {age} old), waiting…")
+            if time.monotonic() >= deadline:
+                return StepOutcome("failed", step.detail)
 
 
 _KIND_WORD = {"reserved": "RESERVED", "in-use": "IN USE", "shared": "SHARED"}

@@ -17,8 +17,11 @@ def disabled_reason(plan: Plan) -> str | None:
     return plan.refused
 
 
-class PlanTargets(DataTable):
-    """pid, start time, role, cmdline of every target, outer → inner, in the plan's own order."""
+class PlanTargets(DataTable, can_focus=False):
+    """pid, start time, role, cmdline of every target, outer → inner, in the plan's own order.
+
+    Not focusable: Tab in the modal must walk Cancel → Re-probe → Proceed and nothing else, the same in
+    every modal, so an operator's fingers learn one sequence."""
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -31,7 +34,7 @@ class PlanTargets(DataTable):
             cmd = " ".join(t.cmdline) if t.cmdline is not None else "<cmdline unreadable>"
             self.add_row(str(t.pid), t.start_text(), t.role, t.host, cmd[:200])
         if not plan.targets:
-            self.add_row("-", "-", "-", "-", "(no process to stop)")
+            self.add_row("-", "-", "-", "-", "(no process is stopped)")
 
 
 class VerdictLines(Static):

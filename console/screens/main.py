@@ -37,6 +37,11 @@ DESTRUCTIVE_BINDINGS = [
 DESTRUCTIVE_ACTIONS = frozenset(a for _, a, _ in DESTRUCTIVE_BINDINGS)
 
 
+class SideList(VerticalScroll, inherit_bindings=False, can_focus=False):
+    """The scrolling column/grid of panes. Its own arrow-key scroll bindings are dropped: arrows select a
+    side (focus), and focusing a pane scrolls it into view."""
+
+
 class MainScreen(Screen):
     BINDINGS = SAFE_BINDINGS
 
@@ -55,7 +60,7 @@ class MainScreen(Screen):
         header.rig_name = self.rig_name
         header.read_only = self.read_only
         yield header
-        with VerticalScroll(id="sides", can_focus=False):
+        with SideList(id="sides"):
             for name in self.sides:
                 yield SidePane(name)
         yield EventLog(id="event-log")

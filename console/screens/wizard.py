@@ -9,6 +9,7 @@ the same as the colour screen.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from rich.text import Text
 from textual import work
@@ -100,16 +101,16 @@ class RecoveryWizard(Screen[None]):
         except Exception as e:  # a broken step must show its error, not kill the app
             return StepOutcome("failed", f"{type(e).__name__}: {e}")
 
-    async def _confirm(self, plan: Plan, label: str) -> ConfirmResult:
+    async def _confirm(self, plan: Plan, label: str, step: Callable[[], Awaitable[StepOutcome]]) -> ConfirmResult:
         async def reprobe() -> Plan:
-            out = await self.driver.verdict()
+            out = await step()
             if out.plan is None:
                 raise RuntimeError(out.detail or "no plan")
             return out.plan
-        return await self.app.push_screen_wait(
-            ConfirmScreen(plan, label, reprobe=reprobe if label == "stop the hung chain" else None))
+        return await self.app.push_screen_wait(ConfirmScreen(plan, label, reprobe=reprobe))
 
-    async def _confirmed_step(self, i: int, out: StepOutcome, label: str) -> bool:
+    async def _confirmed_step(self, i: int, out: StepOutcome, label: str,
+                              step: Callable[[], Awaitable[StepOutcome]]) -> bool:
         """A step that answered 'confirm': the modal, then the guard executes it."""
         if out.status != "confirm" or out.plan is None:
             if out.status in ("ok", "skipped"):
@@ -118,7 +119,7 @@ class RecoveryWizard(Screen[None]):
             self._stop(i, out, f"{STEPS[i]} did not pass")
             return False
         self.row(i).set_status("running", f"waiting for confirmation: {out.detail}")
-        res = await self._confirm(out.plan, label)
+        res = await self._confirm(out.plan, label, step)
         if not res.confirmation.proceed:
             self._stop(i, StepOutcome("cancelled", "cancelled in the confirmation"), "cancelled")
             return False
@@ -150,7 +151,7 @@ class RecoveryWizard(Screen[None]):
         self.row(1).set_status("ok", f"outer → inner: {targets}")
         self.next_action("confirm the kill plan (Cancel is focused; Tab to Proceed)")
         self.row(2).set_status("running", "")
-        res = await self._confirm(plan, "stop the hung chain")
+        res = await self._confirm(plan, "stop the hung chain", self.driver.verdict)
         if not res.confirmation.proceed:
             self._stop(2, StepOutcome("cancelled", "cancelled: nothing was touched"), "cancelled")
             return
@@ -166,10 +167,12 @@ class RecoveryWizard(Screen[None]):
             return
         self.row(3).set_status("ok", k.detail)
         self.next_action("checking the server…")
-        if not await self._confirmed_step(4, await self._run(4, self.driver.server()), "restart the server"):
+        if not await self._confirmed_step(4, await self._run(4, self.driver.server()), "restart the server",
+                                          self.driver.server):
             return
-        self.next_action("relaunching under the resume rule…")
-        if not await self._confirmed_step(5, await self._run(5, self.driver.relaunch()), "relaunch"):
+        self.next_action("relaunch under the resume rule: confirm it (Cancel is focused; Tab to Proceed)")
+        if not await self._confirmed_step(5, await self._run(5, self.driver.relaunch()), "relaunch",
+                                          self.driver.relaunch):
             return
         self.next_action("waiting for a FRESH heartbeat…")
         row = self.row(6)

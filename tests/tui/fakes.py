@@ -156,7 +156,7 @@ class FakeBackend:
             raise Unavailable(f"ops/{action}.py has not landed")
         return self.plans[action](side)
 
-    async def execute(self, action: str, plan: Plan, conf: Confirmation) -> ActionResult:
+    async def execute(self, action: str, plan: Plan, conf: Confirmation, report=None) -> ActionResult:
         self.calls.append(("execute", action, plan.side, conf))
         self.audit_records.append({"time": T0 + 60, "side": plan.side, "operation": plan.op.value,
                                    "outcome": "done", "detail": "stopped"})
