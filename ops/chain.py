@@ -44,6 +44,8 @@ class Chain:
 
 
 def is_harness_of(p: Proc, rig: RigConfig, side: str) -> bool:
+    if "harness" not in p.tokens or side not in p.tokens or rig.path not in p.tokens:
+        return False
     argv = p.cmdline or ()
     pairs = list(zip(argv, argv[1:]))
     return ("harness", side) in pairs and any(a in ("-c", "--config") and b == rig.path for a, b in pairs)
@@ -79,13 +81,13 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
     members: list[ChainMember] = []
     seen: set[int] = set()
     eval_pids = {p.pid for p in evaluators}
+    servers = _server_pids(table, server_marker) if roots else set()
     for root in roots:
         for p in [root, *table.descendants(root.pid)]:
             if p.pid in seen or p.pid in protected:
                 continue
             # A server the harness started is the server's business, not the evaluator chain's.
-            if p.has_token(server_marker) or any(a.pid in _server_pids(table, server_marker)
-                                                 for a in _ancestors(table, p)):
+            if p.pid in servers or any(a in servers for a in table.ancestors(p.pid)):
                 continue
             seen.add(p.pid)
             members.append(ChainMember(p, _role(p, harnesses, eval_pids, table)))
@@ -94,10 +96,6 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
 
 def _server_pids(table: ProcTable, marker: str) -> set[int]:
     return {p.pid for p in table.procs.values() if p.has_token(marker)}
-
-
-def _ancestors(table: ProcTable, p: Proc) -> list[Proc]:
-    return [table.procs[a] for a in table.ancestors(p.pid) if a in table.procs]
 
 
 def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], table: ProcTable) -> str:
