@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ssub.add_parser("inject")
     p.add_argument("--dir", required=True)
     p.add_argument("side")
-    p.add_argument("fault", choices=["hang", "crash", "finish", "server-crash"])
+    p.add_argument("fault", choices=["hang", "crash", "finish", "server-crash", "server-hang"])
     return ap
 
 
