@@ -204,7 +204,8 @@ async def plan_adapter_poll(live, side: str) -> Plan:
         precondition = "no adapter_candidates configured"
     elif not callable(getattr(host, "spawn_detached", None)):
         precondition = f"host {host.name} cannot start a detached process"
-    action = (f"on {host.name}: for K in {list(cands)}: launch {' '.join([*sc.server.command, rpc_marker(sc.server.rpc_port)])} -graphicsadapter=K "
+    cmd = " ".join([*sc.server.command, rpc_marker(sc.server.rpc_port)])
+    action = (f"on {host.name}: for K in {list(cands)}: launch {cmd} -graphicsadapter=K "
               f"detached, wait {sc.server.start_wait_s:g} s, accept on a VRAM rise ≥ {sc.server.vram_min_delta_mb} "
               "MiB on any GPU, else stop that launch (exact pids) and try the next")
     return make_plan(Op.ADAPTER_POLL, side, host.name, (), verdicts, evidence, action, precondition)
@@ -320,7 +321,8 @@ class _Poller:
         inner = mine[-1].pid if mine else None
         common = dict(baseline=baseline, pid=pid, create_time=ct, server_pid=inner, argv=argv)
         if table.ok and not mine:
-            return Try(k, CRASHED, after=_used(after_v) if vram_word(after_v) == "READ" else None, **common, detail=f"the launch (pid {pid}) exited within "
+            seen = _used(after_v) if vram_word(after_v) == "READ" else None
+            return Try(k, CRASHED, after=seen, **common, detail=f"the launch (pid {pid}) exited within "
                        f"{self.sc.server.start_wait_s:g} s: nothing left to stop")
         if vram_word(after_v) != "READ":
             stopped = await self.undo(k, pid, ct, before, "VRAM unreadable after the launch")

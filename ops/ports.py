@@ -143,7 +143,8 @@ class PortScan:
         return any(s.verdict == UNKNOWN for s in self.sides.values())
 
     def evidence_lines(self, side: str | None = None) -> tuple[str, ...]:
-        lines = [e.evidence.line() for e in self.hosts.values()] + [x.evidence().line() for x in self.listeners.values()]
+        lines = [e.evidence.line() for e in self.hosts.values()]
+        lines += [x.evidence().line() for x in self.listeners.values()]
         if side is not None:
             s = self.sides[side]
             lines += [f"port {c.port} ({c.role}): {c.reason}" for c in s.conflicts] + list(s.unknown)

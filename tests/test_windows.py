@@ -55,7 +55,7 @@ def test_process_listing_both_flavours(flavor: str) -> None:
     procs = server_processes(table, 2031)
     assert [p.pid for p in procs] == [7340, 7352]
     assert main_server(procs).pid == 7352
-    assert procs[1].cmdline[0].endswith("CarlaUE4-Win64-Shipping.exe") and procs[1].name == "CarlaUE4-Win64-Shipping.exe"
+    assert procs[1].name == "CarlaUE4-Win64-Shipping.exe"
     assert procs[1].ppid == 7340
 
 
@@ -165,3 +165,36 @@ def test_scripts_are_built_from_numbers_only() -> None:
     with pytest.raises((TypeError, ValueError)):
         windows.stop_script("1234; Stop-Process -Name CarlaUE4", 1.0)  # type: ignore[arg-type]
     assert json.loads(ESTABLISHED)
+
+
+def test_port_scan_of_a_windows_server_host(tmp_path) -> None:
+    """The whole `ports` path with the server on Windows: netsh, Get-NetTCPConnection and Win32_Process."""
+    from types import SimpleNamespace
+
+    from ops.hosts.local import LocalHost
+    from ops.model import EvaluatorConfig, RigConfig, ServerConfig, SideConfig
+    from ops.ports import scan_ports
+    from ops.snapshot import Prober
+
+    def side(name: str, n: int, tm: int) -> SideConfig:
+        return SideConfig(name, ServerConfig(host="win", command=("C:\\CARLA\\CarlaUE4.exe",), rpc_port=n),
+                          EvaluatorConfig(host="wsl", conda_env="e", cwd=str(tmp_path), script="s", routes="r",
+                                          checkpoint="c", log="l", tm_port=tm))
+
+    netsh = NETSH_B.replace("     47001       47001      ", "      2035        2134      ")
+    host = fake(listen_json=LISTEN, netsh_text=netsh)
+    rig = RigConfig(path=str(tmp_path / "rig.yaml"), name="t", state_dir=str(tmp_path), conda=("conda",), poll_s=1.0,
+                    hosts={"win": WIN_CFG, "wsl": HostConfig(name="wsl", type="local")},
+                    sides={"A": side("A", 2031, 8010), "B": side("B", 2034, 8020)})
+    hosts = {"win": host, "wsl": LocalHost("wsl")}
+    live = SimpleNamespace(config=rig, hosts=hosts, prober=Prober(rig, hosts))
+    scan = run(scan_ports(live))
+    a, b = scan.sides["A"], scan.sides["B"]
+    assert a.verdict == "CLEAR"                  # 2031-2033 are held by A's own server (pid 7352)
+    assert b.verdict == "CONFLICT"
+    assert [(c.port, c.reason) for c in b.conflicts] == [(2035, "inside reserved range [2035, 2134] on win"),
+                                                         (2036, "inside reserved range [2035, 2134] on win")]
+    assert b.suggestion is not None and not ({2031, 2032, 2033, 8010} & set(b.suggestion))
+    assert scan.hosts["wsl"].state == "NONE" and scan.hosts["win"].state == "READ"
+    assert any("Get-NetTCPConnection -State Listen" in s for s in host.scripts)
+    assert ("netsh", "int", "ipv4", "show", "excludedportrange", "protocol=tcp") in host.runs

@@ -168,7 +168,8 @@ async def listening_ports(host: Host, timeout: float) -> Listeners:
 def clients_script(port: int) -> str:
     return "\n".join([
         _NETTCP_ROWS.format(args=f"-LocalPort {int(port)} -State Established"),
-        "ConvertTo-Json -Depth 2 -Compress -InputObject @($rows | Select-Object RemoteAddress,RemotePort,OwningProcess)",
+        "ConvertTo-Json -Depth 2 -Compress -InputObject "
+        "@($rows | Select-Object RemoteAddress,RemotePort,OwningProcess)",
     ])
 
 
