@@ -1,0 +1,139 @@
+"""End to end: the real `carla-console` entry point in tmux against a sim rig. A hang is injected on
+side A; the recovery is driven from keys (r, Tab Tab Enter twice) to a FRESH heartbeat, reading the
+screen with `tmux capture-pane -p` only, as an operator would.
+
+Teardown stops exactly what the test started: the tmux server by its pid (the console gets SIGHUP and
+must exit by itself), the harness the recovery launched by its recorded (pid, create time), and the sim
+rig with down().
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
+
+TMUX = shutil.which("tmux")
+ENTRY = Path(sys.executable).with_name("carla-console")
+W, H = 120, 40
+
+
+class Tmux:
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+        self.server_pid: int | None = None
+        self.pane_pid: int | None = None
+
+    def cmd(self, *args: str) -> str:
+        return subprocess.run([TMUX, "-L", self.socket, "-f", "/dev/null", *args], check=True,
+                              capture_output=True, text=True, timeout=10).stdout
+
+    def start(self, argv: list[str]) -> None:
+        out = self.cmd("new-session", "-d", "-x", str(W), "-y", str(H), "-s", "e2e", "-P", "-F",
+                       "#{pid} #{pane_pid}", *argv)
+        server, pane = out.split()
+        self.server_pid, self.pane_pid = int(server), int(pane)
+
+    def screen(self) -> str:
+        return self.cmd("capture-pane", "-p", "-t", "e2e")
+
+    def keys(self, *keys: str) -> None:
+        self.cmd("send-keys", "-t", "e2e", *keys)
+
+    def wait(self, pred, timeout: float, what: str) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if pred(text):
+                return text
+            time.sleep(0.25)
+        raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
+
+
+def left_beat(text: str) -> str:
+    """Side A's heartbeat line: A is the left pane at 120 columns."""
+    for line in text.splitlines():
+        if "beat" in line and "stall" in line:
+            return line[: W // 2]
+    return ""
+
+
+def stop_harnesses(state_dir: Path) -> None:
+    """The harness a recovery launched runs detached (own session): stop it and its children by the
+    (pid, create time) it recorded, never by name."""
+    for f in state_dir.glob("sides/*/harness.json"):
+        try:
+            st = json.loads(f.read_text())
+            proc = psutil.Process(int(st["pid"]))
+        except (OSError, ValueError, KeyError, psutil.NoSuchProcess):
+            continue
+        if abs(proc.create_time() - float(st["create_time"])) > 0.05:
+            continue
+        procs = [proc, *proc.children(recursive=True)]
+        for p in procs:
+            try:
+                p.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=5)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=3)
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux not installed")
+def test_hang_recovered_from_keys_in_tmux(tmp_path: Path) -> None:
+    from ops.sim import rig as sim
+
+    rig_dir = tmp_path / "rig"
+    tmux = Tmux(f"cc-e2e-{os.getpid()}")
+    rig_yaml = sim.up(rig_dir)
+    try:
+        # COLUMNS/LINES from the test's environment would override the pane's real size.
+        tmux.start(["env", "-u", "COLUMNS", "-u", "LINES", str(ENTRY), "-c", str(rig_yaml)])
+        first = tmux.wait(lambda t: "FRESH" in left_beat(t) and "ALIVE" in t, 30, "side A FRESH")
+        assert "hosts local reachable" in first
+        sim.inject(rig_dir, "A", "hang")
+        tmux.wait(lambda t: "STALE" in left_beat(t), 40, "side A STALE")
+
+        tmux.keys("r")
+        modal = tmux.wait(lambda t: "stop the hung chain" in t and "Proceed" in t, 30, "the kill modal")
+        assert "evaluator" in modal and "Cancel" in modal
+        tmux.keys("Tab", "Tab", "Enter")
+        tmux.wait(lambda t: "relaunch · side A" in t and "Proceed" in t, 60, "the relaunch modal")
+        tmux.keys("Tab", "Tab", "Enter")
+        done = tmux.wait(lambda t: "recovered: heartbeat FRESH" in t or "[FAIL]" in t or "[STOP]" in t, 90,
+                         "the wizard's end")
+        assert "recovered: heartbeat FRESH" in done, done
+        assert done.count("[ ok ]") == 7
+        tmux.keys("Escape")
+        main = tmux.wait(lambda t: "FRESH" in left_beat(t) and "stop-chain done" in t, 30, "A FRESH again")
+        assert "relaunch done" in main
+    finally:
+        app = psutil.Process(tmux.pane_pid) if tmux.pane_pid and psutil.pid_exists(tmux.pane_pid) else None
+        if tmux.server_pid is not None:
+            try:
+                os.kill(tmux.server_pid, signal.SIGTERM)   # the pane's console gets SIGHUP
+            except ProcessLookupError:
+                pass
+        if app is not None:
+            try:
+                app.wait(timeout=10)     # it exits by itself on SIGHUP, touching no run
+            except psutil.TimeoutExpired:
+                app.kill()
+                pytest.fail("the console did not exit on SIGHUP")
+        stop_harnesses(rig_dir / "state")
+        sim.down(rig_dir)
