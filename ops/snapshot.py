@@ -18,7 +18,7 @@ from ops.model import RigConfig, SideConfig
 from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluator
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
 from ops.probes.server import ServerProbe, probe_server
-from ops.probes.vram import VramReading, read_vram
+from ops.probes.vram import Gpu, VramReading, read_vram
 from ops.procs import ProcTable
 from ops.tristate import Beat, Evidence, State, Verdict
 
@@ -34,6 +34,7 @@ class SideSnapshot:
     log_tail: tuple[str, ...] = ()
     at: float = field(default_factory=time.time)
     took_ms: float = 0.0
+    adapter_record: dict | None = None   # the last adapter polling accepted (state_dir/sides/SIDE/adapter.json)
 
     @property
     def idle(self) -> bool:
@@ -51,11 +52,16 @@ class SideSnapshot:
             return None
         return sum(u for u in used if u is not None) if pids else None
 
-    def gpu_of_server(self):
-        """The GPU this server renders on: the one whose process list holds its pid."""
+    def gpu_of_server(self) -> Gpu | None:
+        """The GPU this server renders on: the one adapter polling saw its VRAM rise on (for the adapter
+        the server runs with now), else the only GPU. Adapter indices are not GPU indices (the Basic Render
+        Driver counts too), so with several GPUs and no record the answer is unknown."""
         if self.vram is None:
             return None
-        return self.vram.gpu(0) if len(self.vram.gpus) == 1 else None
+        rec = self.adapter_record
+        if rec and rec.get("adapter") == self.server.adapter and isinstance(rec.get("gpu"), int):
+            return self.vram.gpu(rec["gpu"])
+        return self.vram.gpu(self.vram.gpus[0].index) if len(self.vram.gpus) == 1 else None
 
     def to_json(self) -> dict:
         s, e, hb = self.server, self.evaluator, self.heartbeat
@@ -65,6 +71,7 @@ class SideSnapshot:
             "server": {"state": s.verdict.state.value, "summary": s.verdict.summary,
                        "evidence": [ev.line() for ev in s.verdict.evidence], "pid": s.pid,
                        "create_time": s.create_time, "adapter": s.adapter, "version": s.version,
+                       "adapter_record": self.adapter_record,
                        "host": self.side.server.host,
                        "ports": {"rpc": self.side.server.rpc_port, "streaming": self.side.server.rpc_port + 1,
                                  "secondary": self.side.server.rpc_port + 2, "tm": self.side.evaluator.tm_port}},
@@ -127,7 +134,9 @@ class Prober:
         if tail:
             got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
             lines = tuple(got or ())
-        return SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3)
+        from ops.adapter import read_record
+        return SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
+                            adapter_record=read_record(self.rig, name))
 
     async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
         last = self._last_vram.get(host)
