@@ -14,6 +14,8 @@ fakes (its servers, its conda-wrapped evaluators) — and nothing else.
 """
 from __future__ import annotations
 
+import json
+
 import os
 import re
 import subprocess
@@ -313,11 +315,30 @@ def _stop_popen(proc: subprocess.Popen) -> None:
 def down(dir: str | Path, grace_s: float = 3.0) -> StopReport:
     """Stop every recorded process of this rig (and their descendants): TERM, grace, KILL. Idempotent."""
     layout = SimLayout.of(dir)
+    # Harnesses the console launched into this rig go first: a harness that outlived its evaluator would
+    # start the next attempt against a server that is about to stop.
+    harnesses = [p for p in (identify(r) for r in _harness_records(layout)) if p is not None]
+    first = stop(with_descendants(harnesses), grace_s=grace_s) if harnesses else StopReport()
     procs = [p for p in (identify(r) for r in all_records(layout)) if p is not None]
     report = stop(with_descendants(procs), grace_s=grace_s) if procs else StopReport()
+    report = StopReport(first.terminated + report.terminated, first.killed + report.killed,
+                        first.survivors + report.survivors)
     reap_children()
     live_entries(layout, clean=True)   # drop the ledger entries of the servers just stopped
     return report
+
+
+def _harness_records(layout: SimLayout) -> list[ProcRecord]:
+    """The harnesses of this rig, from the console's own state files (pid + create time)."""
+    out = []
+    for path in sorted((layout.state / "sides").glob("*/harness.json")):
+        try:
+            data = json.loads(path.read_text())
+            out.append(ProcRecord(pid=int(data["pid"]), create_time=float(data["create_time"]), role="harness",
+                                  side=str(data.get("side"))))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue   # no readable record: nothing of ours to stop by it
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- inject
