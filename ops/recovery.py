@@ -24,6 +24,7 @@ or `await recover(live, side, conf)` for all of it.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -33,13 +34,13 @@ from ops.chain import find_chain, protected_pids
 from ops.guard import Confirmation, Guard, Op, Outcome, Plan, Target, make_plan
 from ops.launch import LaunchResult, execute_launch, plan_launch, side_snapshot
 from ops.model import RigConfig
-from ops.procs import _CLK_TCK
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
 from ops.snapshot import SideSnapshot, beat_word
 from ops.tristate import Beat, State
 
 STEPS = ("verdict", "kill-plan", "confirm", "kill", "server", "relaunch", "wait-fresh")
 CPU_SAMPLE_S = 0.5
+_CLK_TCK = os.sysconf("SC_CLK_TCK")   # utime/stime are in clock ticks
 CPU_IDLE_PCT = 1.0        # "≈ 0": a futex_wait hang burns nothing
 DEFAULT_GRACE_S = 10.0
 DEFAULT_WAIT_S = 120.0

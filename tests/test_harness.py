@@ -77,3 +77,17 @@ def test_harness_refuses_a_new_attempt_on_a_dead_server(tmp_path: Path) -> None:
         assert wait_until(lambda: not alive(st["pid"], st["create_time"]), 5)
         # And a launch now is refused too, with exit 3, dry-run alike.
         assert cli(rig_yaml, "launch", "A", "--dry-run").returncode == 3
+
+
+def test_harness_stops_after_max_attempts(tmp_path: Path) -> None:
+    d = tmp_path / "sim"
+    with sim_rig(d, sides=("A",)) as rig_yaml:
+        assert cli(rig_yaml, "launch", "A", "--yes").returncode == 0
+        for n in (1, 2, 3):   # the sim's rig.yaml sets max_attempts: 3
+            assert wait_until(lambda: (s := harness_state(d, "A")) and s["attempt"] == n
+                              and s["status"] == "running", 20), harness_state(d, "A")
+            subprocess.run([sys.executable, "-m", "console", "sim", "inject", "--dir", str(d), "A", "crash"],
+                           cwd=REPO, check=True, capture_output=True)
+        st = wait_until(lambda: (s := harness_state(d, "A")) and s["status"] == "failed" and s, 20)
+        assert st and st["attempt"] == 3 and all(a["exit_code"] not in (0, None) for a in st["attempts"])
+        assert wait_until(lambda: not alive(st["pid"], st["create_time"]), 5)
