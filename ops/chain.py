@@ -71,7 +71,9 @@ def protected_pids(table: ProcTable) -> frozenset[int]:
 def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool = True) -> Chain:
     protected = protected_pids(table) if local else frozenset()
     server_marker = rpc_marker(side.server.rpc_port)
-    candidates = [p for p in table.procs.values() if p.pid not in protected]
+    # A zombie has exited (its parent, often a PID 1 that never reaps, just has not collected it): it
+    # can neither run nor be signalled, so it is no member of a live chain.
+    candidates = [p for p in table.procs.values() if p.pid not in protected and p.state != "Z"]
     harnesses = [p for p in candidates if is_harness_of(p, rig, side.name)]
     evaluators = [p for p in candidates if is_evaluator_of(p, side)]
     matched = {p.pid for p in harnesses} | {p.pid for p in evaluators}
@@ -84,7 +86,7 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
     servers = _server_pids(table, server_marker) if roots else set()
     for root in roots:
         for p in [root, *table.descendants(root.pid)]:
-            if p.pid in seen or p.pid in protected:
+            if p.pid in seen or p.pid in protected or p.state == "Z":
                 continue
             # A server the harness started is the server's business, not the evaluator chain's.
             if p.pid in servers or any(a in servers for a in table.ancestors(p.pid)):

@@ -106,11 +106,26 @@ class Prober:
         self.checkpoints = CheckpointCache()
         self._last_rpc: dict[str, tuple[float, ServerProbe]] = {}
         self._last_vram: dict[str, tuple[float, VramReading]] = {}
+        self._watch_by_side: dict[tuple[str, str, str], set[int]] = {}
+        self._watch: dict[str, set[int]] = {}
 
     async def tables(self, host_names: set[str], timeout: float) -> dict[str, ProcTable]:
         names = sorted(host_names)
-        results = await asyncio.gather(*(process_table(self.hosts[n], timeout) for n in names))
+        # The processes the last snapshot cared about are re-read, not served from the scan cache: a chain
+        # member that exited and became a zombie must show as one now, not at its next cache miss.
+        results = await asyncio.gather(*(process_table(self.hosts[n], timeout,
+                                                       fresh_pids=frozenset(self._watch.get(n, ())))
+                                         for n in names))
         return dict(zip(names, results))
+
+    def _remember(self, snap: SideSnapshot) -> None:
+        side = snap.side
+        self._watch_by_side[(side.server.host, snap.name, "server")] = {p.pid for p in snap.server.procs}
+        self._watch_by_side[(side.evaluator.host, snap.name, "chain")] = set(snap.evaluator.chain.pids)
+        watch: dict[str, set[int]] = {}
+        for (host, _side, _role), pids in self._watch_by_side.items():
+            watch.setdefault(host, set()).update(pids)
+        self._watch = watch
 
     async def side(self, name: str, *, rpc: bool | None = None, tables: dict[str, ProcTable] | None = None,
                    tail: int = 0) -> SideSnapshot:
@@ -135,8 +150,10 @@ class Prober:
             got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
             lines = tuple(got or ())
         from ops.adapter import read_record
-        return SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
+        snap = SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
                             adapter_record=read_record(self.rig, name))
+        self._remember(snap)
+        return snap
 
     async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
         last = self._last_vram.get(host)
