@@ -1,11 +1,46 @@
-"""`sim up|down|inject --dir D`: the simulated rig of ops/sim (design.md §5)."""
+"""`sim up|down|inject --dir D`: the simulated rig of ops/sim (design.md §5).
+
+`up` starts the fake servers, then launches each side the way an operator would: through `launch`'s
+plan and the guard, under a detached harness. So the demo and a later console see real harnesses,
+attempt counts and audit lines.
+"""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
 from console.cli import EXIT_OK, EXIT_USAGE
+
+
+async def launch_sides(rig_yaml: Path) -> list[str]:
+    """Launch every side's harness (a sim rig's servers are ALIVE, its checkpoints empty). Returns problems."""
+    from ops.config import load_config
+    from ops.guard import Confirmation
+    from ops.launch import execute_launch, plan_launch
+    from ops.rig import open_rig
+
+    rig = load_config(rig_yaml)
+    problems = []
+    async with open_rig(rig) as live:
+        for side in rig.sides:
+            lp = await plan_launch(live, side)
+            result = await execute_launch(live, lp, Confirmation(True, "sim", typed=side))
+            if not result.outcome.ok:
+                problems.append(f"{side}: {result.outcome.refused or result.outcome.detail}")
+    return problems
+
+
+def up_with_harnesses(d: Path) -> Path:
+    from ops.sim import rig as sim
+
+    path = Path(sim.up(d, start_evaluators=False))
+    problems = asyncio.run(launch_sides(path))
+    if problems:
+        sim.down(d)
+        raise RuntimeError("the sim rig's sides did not launch: " + "; ".join(problems))
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
@@ -14,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
     d = Path(args.dir).expanduser().resolve()
     try:
         if args.sim_command == "up":
-            path = sim.up(d, start_evaluators=not args.no_evaluators)
-            print(path)
+            if args.no_evaluators:
+                print(sim.up(d, start_evaluators=False))
+            else:
+                print(up_with_harnesses(d))
         elif args.sim_command == "down":
             sim.down(d)
         elif args.sim_command == "inject":

@@ -15,6 +15,7 @@ import inspect
 import os
 import re
 import shutil
+import threading
 import signal
 import sys
 import tempfile
@@ -301,17 +302,30 @@ def _raise_stop(signum: int, _frame: Any) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
+def _launch_demo_sides(config_path: Path) -> None:
+    from console.simcmd import launch_sides
+    problems = asyncio.run(launch_sides(config_path))
+    for p in problems:
+        print(f"carla-console --demo: {p}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from ops.config import default_config_path, load_config
 
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGHUP, signal.SIGTERM)}
     demo_dir: Path | None = None
+    launcher: threading.Thread | None = None
     try:
         if getattr(args, "demo", False):
             from ops.sim import rig as sim
             demo_dir = Path(tempfile.mkdtemp(prefix="carla-console-demo-"))
             print(f"carla-console --demo: starting a simulated rig in {demo_dir} …", file=sys.stderr)
-            config_path = Path(sim.up(demo_dir))
+            config_path = Path(sim.up(demo_dir, start_evaluators=False))
+            # The sides launch (plan, guard, detached harness) while the first frame is already up:
+            # the operator sees them go from absent to running, as on a real rig.
+            launcher = threading.Thread(target=_launch_demo_sides, args=(config_path,), daemon=True,
+                                        name="demo-launch")
+            launcher.start()
         else:
             config_path = Path(args.config) if args.config else default_config_path()
         rig = load_config(config_path)
@@ -325,6 +339,8 @@ def run(args: argparse.Namespace) -> int:
                 signal.signal(s, signal.SIG_IGN)
             try:
                 from ops.sim import rig as sim
+                if launcher is not None:
+                    launcher.join(timeout=60)   # a harness being started must be recorded before down()
                 sim.down(demo_dir)
             finally:
                 shutil.rmtree(demo_dir, ignore_errors=True)
