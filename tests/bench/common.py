@@ -174,6 +174,18 @@ class Tmux:
             time.sleep(every)
         raise TimeoutError(f"timed out after {timeout} s waiting for {what}; screen:\n{text}")
 
+    def dead(self) -> bool:
+        """The pane's command has exited (remain-on-exit keeps the pane, so ask tmux)."""
+        return self.cmd("display-message", "-p", "-t", "b", "#{pane_dead}").strip() == "1"
+
+    def wait_dead(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.dead():
+                return True
+            time.sleep(0.05)
+        return False
+
     def stop(self) -> None:
         """End the pane's command (SIGHUP via kill-server, as a closed terminal would), then make sure
         the exact processes we started are gone: TERM/KILL by pid with psutil's identity check."""
@@ -197,6 +209,20 @@ def pane_lines(screen: str, side_index: int, width: int) -> list[str]:
     """The lines of the left (0) or right (1) pane column at `width` columns (two-column layout)."""
     half = width // 2
     return [ln[:half] if side_index == 0 else ln[half:] for ln in screen.splitlines()]
+
+
+def left_focused(screen: str, width: int) -> bool | None:
+    """Whether the left pane (A) shows the focus border (double line), None when its title is not seen.
+
+    The right pane's focus cannot be read when it is greyed (a hung host): `.side-pane.-greyed` sets its
+    border after `.side-pane:focus` in app.tcss, so a greyed pane looks the same focused or not."""
+    for ln in screen.splitlines():
+        left = ln[: width // 2]
+        if "═ A ═" in left:
+            return True
+        if "─ A ─" in left:
+            return False
+    return None
 
 
 def focused_side(screen: str, width: int) -> int | None:

@@ -32,21 +32,40 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--profile", metavar="FILE", help="also run py-spy on the console over the window "
+                    "(collapsed stacks to FILE; the sampling perturbs the CPU figure a little)")
+    ap.add_argument("--cprofile", metavar="FILE", help="run the console under cProfile (pstats to FILE, "
+                    "written when it quits; inflates the CPU figure: for the breakdown only)")
+    ap.add_argument("--variant", choices=["real", "no-poll", "ops-only", "dedup"], default="real",
+                    help="real: the entry point (the target); others: tests/bench/console_variant.py, to "
+                         "attribute the cost")
     a = ap.parse_args()
     become_subreaper()
     print(machine_line())
     with sim_rig() as rig_yaml:
         tmux = Tmux("idle", W, H)
         top: subprocess.Popen | None = None
+        spy: subprocess.Popen | None = None
         try:
-            pid = tmux.start([str(ENTRY), "-c", str(rig_yaml)])
-            tmux.wait(lambda s: s.count("server ALIVE") >= 2 and s.count("FRESH") >= 2, 30,
-                      "both panes showing a live snapshot")
+            prefix = [sys.executable, "-m", "cProfile", "-o", str(Path(a.cprofile).resolve())] if a.cprofile else []
+            if a.variant == "real":
+                argv = [str(ENTRY), "-c", str(rig_yaml)]
+            else:
+                argv = [sys.executable, str(Path(__file__).with_name("console_variant.py")), a.variant, str(rig_yaml)]
+            pid = tmux.start([*prefix, *argv])
+            ready = {"no-poll": lambda s: s.count("server …") >= 2,
+                     "ops-only": lambda s: "first polls done" in s}.get(
+                a.variant, lambda s: s.count("server ALIVE") >= 2 and s.count("FRESH") >= 2)
+            tmux.wait(ready, 30, f"the {a.variant} console ready")
             time.sleep(a.warmup)
             screens = [tmux.screen()]
             c0, s0 = cpu_times(pid), cpu_times(tmux.server.pid)
             top = subprocess.Popen(["top", "-b", "-d", "1", "-n", str(a.seconds)], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
+            if a.profile:
+                spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid),
+                                        "-d", str(a.seconds), "-r", "50", "-f", "raw", "-o", a.profile,
+                                        "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
             # Look at the screen a few times only (capture-pane costs the tmux server, not the console).
             deadline = time.monotonic() + a.seconds
             while time.monotonic() < deadline:
@@ -62,6 +81,7 @@ def main() -> int:
             kids = (c1.children - c0.children) / wall * 100
             steps = [sorted(int(x) for x in STEP.findall(s)) for s in screens]
             alive = sum(s.count("server ALIVE") for s in screens)
+            print(f"variant: {a.variant} ({' '.join(Path(x).name for x in argv)})")
             print(f"window: {wall:.1f} s after {a.warmup:g} s warm-up; console pid {pid}, RSS {rss:.1f} MiB")
             print(f"console process (utime+stime)      {c1.own - c0.own:6.2f} s CPU = {own:5.2f} % of one core "
                   f"(user {c1.utime - c0.utime:.2f} s, sys {c1.stime - c0.stime:.2f} s)")
@@ -73,13 +93,24 @@ def main() -> int:
             print(f"console / top: {own / (top_cpu / wall * 100):.2f}x")
             print(f"rendering: {len(screens)} screens looked at, 'server ALIVE' {alive} times; "
                   f"log-tail steps seen {[s[-1] if s else None for s in steps]}")
+            if a.cprofile:   # quit with the key, so cProfile writes its file on the way out
+                tmux.keys("q")
+                tmux.wait_dead(20)
             ok = own <= 1.0
+            if a.variant != "real":
+                print(f"idle ({a.variant} variant, for attribution): console {own:.2f} % of one core, children {kids:.2f} %")
+                return 0
             print(f"idle: console {own:.2f} % of one core (children {kids:.2f} %, top {top_cpu / wall * 100:.2f} %), "
                   f"target <= 1 %: {verdict(ok)}")
             return 0
         finally:
             if top is not None and top.returncode is None:
                 reap_popen(top)
+            if spy is not None:
+                try:
+                    spy.wait(30)   # it stops itself after the window and writes the file
+                except subprocess.TimeoutExpired:
+                    reap_popen(spy)
             tmux.stop()
 
 

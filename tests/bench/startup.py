@@ -1,0 +1,105 @@
+"""Benchmark: start-up. `carla-console --demo` to first frame, and `status --json` on a sim rig.
+
+--demo runs in tmux at 120x40; the clock starts just before `tmux new-session` and stops at the first
+`capture-pane` that shows both side panes (first frame) and then both panes with a live snapshot
+(first SideSnapshot shown). The demo's own sim rig start (servers answering `version`) is inside the
+figure: that is what an operator waits for. `q` ends each run; the demo stops its rig itself.
+
+status --json: wall time of the CLI subprocess on a two-side sim rig; `--no-rpc` (no carla-client probe
+through the fake conda) and a bare `python -c pass` / the CLI's imports as reference figures.
+`--profile` adds a pyinstrument report of one `status --json`, to say where the time goes.
+
+    python tests/bench/startup.py [--runs 3] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import ENTRY, ROOT, Tmux, become_subreaper, machine_line, sim_rig, verdict  # noqa: E402
+
+W, H = 120, 40
+
+
+def panes_drawn(s: str) -> bool:
+    return any(m in s for m in ("═ A ═", "─ A ─")) and any(m in s for m in ("═ B ═", "─ B ─"))
+
+
+def demo_once(i: int) -> tuple[float, float]:
+    tmux = Tmux(f"start{i}", W, H)
+    try:
+        t0 = time.perf_counter()
+        tmux.start([str(ENTRY), "--demo"])
+        tmux.wait(panes_drawn, 30, "the side panes", every=0.005)
+        t_frame = time.perf_counter() - t0
+        tmux.wait(lambda s: s.count("server ALIVE") >= 2, 30, "both snapshots", every=0.005)
+        t_snap = time.perf_counter() - t0
+        tmux.keys("q")
+        if not tmux.wait_dead(30):
+            raise TimeoutError("the demo did not exit within 30 s of q")
+        return t_frame, t_snap
+    finally:
+        tmux.stop()
+
+
+def wall(argv: list[str], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True, timeout=60, cwd=ROOT)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def fmt(v: list[float]) -> str:
+    return f"median {statistics.median(v) * 1e3:7.0f} ms  (runs: {', '.join(f'{x * 1e3:.0f}' for x in v)})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+    become_subreaper()
+    print(machine_line())
+    demo = [demo_once(i) for i in range(a.runs)]
+    frames = [f for f, _ in demo]
+    snaps = [s for _, s in demo]
+    print(f"--demo to first frame (panes drawn)      {fmt(frames)}")
+    print(f"--demo to first snapshot shown (A and B) {fmt(snaps)}")
+
+    with sim_rig() as rig_yaml:
+        base = [str(ENTRY), "-c", str(rig_yaml), "status", "--json"]
+        wall(base, 1)   # warm the page cache and the fakes once
+        runs = max(5, a.runs)
+        st = wall(base, runs)
+        st_norpc = wall(base + ["--no-rpc"], runs)
+        py = wall([sys.executable, "-c", "pass"], runs)
+        imp = wall([sys.executable, "-c", "import console.cli, console.statuscmd, ops.rig, ops.snapshot"], runs)
+        print(f"status --json                            {fmt(st)}")
+        print(f"status --json --no-rpc (reference)       {fmt(st_norpc)}")
+        print(f"python -c pass (reference)               {fmt(py)}")
+        print(f"python -c 'import console.cli, …' (ref.) {fmt(imp)}")
+        if a.profile:
+            prof = ROOT / ".bench-status.pyinstrument.txt"
+            subprocess.run([str(Path(sys.executable).with_name("pyinstrument")), "-r", "text", "--show-all",
+                            "-o", str(prof), str(ENTRY), *base[1:]], check=True, capture_output=True, timeout=60)
+            text = prof.read_text()
+            prof.unlink()
+            print("pyinstrument, one status --json:")
+            print("\n".join(text.splitlines()[:60]))
+    f, s = statistics.median(frames), statistics.median(st)
+    print(f"startup: --demo first frame {f * 1e3:.0f} ms (target <= 1500: {verdict(f <= 1.5)}), "
+          f"status --json {s * 1e3:.0f} ms (target <= 1000: {verdict(s <= 1.0)}); "
+          f"both: {verdict(f <= 1.5 and s <= 1.0)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
