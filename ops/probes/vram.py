@@ -55,14 +55,34 @@ def _nvml_read() -> tuple[tuple[Gpu, ...], dict[int, int | None]]:
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(h)
             name = name.decode() if isinstance(name, bytes) else str(name)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            gpus.append(Gpu(i, name, int(mem.used // 2**20), int(mem.total // 2**20)))
-            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
-                used = p.usedGpuMemory
-                apps[int(p.pid)] = None if used is None else int(used // 2**20)
+            used_mb, total_mb = _nvml_memory(pynvml, h)
+            gpus.append(Gpu(i, name, used_mb, total_mb))
+            # CARLA renders through Vulkan: it is a graphics process, not a compute one. Both lists count.
+            for lister in (pynvml.nvmlDeviceGetComputeRunningProcesses, pynvml.nvmlDeviceGetGraphicsRunningProcesses):
+                for p in lister(h):
+                    used = p.usedGpuMemory
+                    mb = None if used is None else int(used // 2**20)
+                    prev = apps.get(int(p.pid), 0)
+                    apps[int(p.pid)] = None if mb is None or prev is None else prev + mb
         return tuple(gpus), apps
     finally:
         pynvml.nvmlShutdown()
+
+
+def _nvml_memory(pynvml, handle) -> tuple[int, int]:
+    """(used, total) MiB as nvidia-smi counts them: NVML's v2 struct, whose `used` leaves out the memory
+    the driver reserves for itself. v1's `used` includes it (615 MiB on an idle H200, measured), so NVML
+    and the nvidia-smi path would disagree by that much on one GPU. v1 only where v2 is missing."""
+    v2 = getattr(pynvml, "nvmlMemory_v2", None)
+    if v2 is not None:
+        try:
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle, version=v2)
+            return int(mem.used // 2**20), int(mem.total // 2**20)
+        except pynvml.NVMLError as e:
+            if e.value not in (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_NOT_SUPPORTED):
+                raise
+    mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    return int(mem.used // 2**20), int(mem.total // 2**20)
 
 
 async def read_vram(cfg: HostConfig, host: Host, timeout: float = 5.0) -> VramReading:
