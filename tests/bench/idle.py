@@ -94,7 +94,7 @@ def main() -> int:
             print(f"rendering: {len(screens)} screens looked at, 'server ALIVE' {alive} times; "
                   f"log-tail steps seen {[s[-1] if s else None for s in steps]}")
             if a.cprofile:   # quit with the key, so cProfile writes its file on the way out
-                tmux.keys("q")
+                tmux.keys("C-q")   # ctrl+q: the "q" binding does not quit (see the report)
                 tmux.wait_dead(20)
             ok = own <= 1.0
             if a.variant != "real":

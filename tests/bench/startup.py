@@ -3,7 +3,7 @@
 --demo runs in tmux at 120x40; the clock starts just before `tmux new-session` and stops at the first
 `capture-pane` that shows both side panes (first frame) and then both panes with a live snapshot
 (first SideSnapshot shown). The demo's own sim rig start (servers answering `version`) is inside the
-figure: that is what an operator waits for. `q` ends each run; the demo stops its rig itself.
+figure: that is what an operator waits for. ctrl+q ends each run (the screen's `q` binding names an action the screen lacks); the demo stops its rig itself.
 
 status --json: wall time of the CLI subprocess on a two-side sim rig; `--no-rpc` (no carla-client probe
 through the fake conda) and a bare `python -c pass` / the CLI's imports as reference figures.
@@ -40,7 +40,7 @@ def demo_once(i: int) -> tuple[float, float]:
         t_frame = time.perf_counter() - t0
         tmux.wait(lambda s: s.count("server ALIVE") >= 2, 30, "both snapshots", every=0.005)
         t_snap = time.perf_counter() - t0
-        tmux.keys("q")
+        tmux.keys("C-q")   # ctrl+q: the "q" binding does not quit (see the report)
         if not tmux.wait_dead(30):
             raise TimeoutError("the demo did not exit within 30 s of q")
         return t_frame, t_snap
@@ -88,12 +88,12 @@ def main() -> int:
         print(f"python -c 'import console.cli, …' (ref.) {fmt(imp)}")
         if a.profile:
             prof = ROOT / ".bench-status.pyinstrument.txt"
-            subprocess.run([str(Path(sys.executable).with_name("pyinstrument")), "-r", "text", "--show-all",
+            subprocess.run([str(Path(sys.executable).with_name("pyinstrument")), "-r", "text",
                             "-o", str(prof), str(ENTRY), *base[1:]], check=True, capture_output=True, timeout=60)
             text = prof.read_text()
             prof.unlink()
             print("pyinstrument, one status --json:")
-            print("\n".join(text.splitlines()[:60]))
+            print("\n".join(text.splitlines()[:45]))
     f, s = statistics.median(frames), statistics.median(st)
     print(f"startup: --demo first frame {f * 1e3:.0f} ms (target <= 1500: {verdict(f <= 1.5)}), "
           f"status --json {s * 1e3:.0f} ms (target <= 1000: {verdict(s <= 1.0)}); "
