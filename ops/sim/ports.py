@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 LOW, HIGH = 20000, 32000   # below the default ephemeral range 32768-60999
+SPREAD = 150               # the least distance between planned ports of different roles
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,9 @@ def pick(n_sides: int, *, excluded: Sequence[Sequence] = (), avoid: Iterable[int
     taken: set[int] = set(avoid)
 
     def usable(port: int) -> bool:
-        return (lo <= port <= hi and not (eph_lo <= port <= eph_hi) and port not in taken
+        # Ports of different sides (and of one side's block and TM) stay SPREAD apart, so a test can put a
+        # reserved range next to one side's port without catching another planned port by chance.
+        return (lo <= port <= hi and not (eph_lo <= port <= eph_hi) and all(abs(port - t) > SPREAD for t in taken)
                 and not _excluded(port, excluded) and is_free(port))
 
     out: list[SidePorts] = []
@@ -74,7 +77,7 @@ def pick(n_sides: int, *, excluded: Sequence[Sequence] = (), avoid: Iterable[int
         rpc = rng.randrange(lo, hi - 3)
         tm = rng.randrange(lo, hi)
         block = (rpc, rpc + 1, rpc + 2)
-        if tm in block or not all(usable(p) for p in block) or not usable(tm):
+        if abs(tm - rpc) <= SPREAD or not all(usable(p) for p in block) or not usable(tm):
             continue
         out.append(SidePorts(rpc=rpc, tm=tm))
         taken.update((*block, tm))
