@@ -3,7 +3,7 @@
 1. ops level: ops.snapshot.Prober.all(tail=3) on a two-side sim rig (one LiveRig, its caches shared
    across cycles, as the console keeps them).
 2. the TUI's poll path: ConsoleApp with the LiveBackend, headless (Textual's run_test at 120x40) and
-   poll_s=0, until each side's pane has been handed 3,600 snapshots — probe, show_snapshot, render.
+   poll_s=0.001, until each side's pane has been handed 3,600 snapshots — probe, show_snapshot, render.
 
 RSS (VmRSS of this process) at start, after a warm-up of 100 cycles, and at the end; the target is on
 the growth after warm-up (< 5 MB), and the growth from start is shown beside it.
@@ -54,7 +54,11 @@ async def tui_level(rig_yaml: Path, cycles: int) -> tuple[float, float, float, f
 
     marks: dict[str, float] = {}
 
+    import console.app as app_mod
+
     class CountingApp(ConsoleApp):
+        # Textual resolves CSS_PATH against the subclass's module: point it back at the console's own.
+        CSS_PATH = str(Path(app_mod.__file__).with_name("app.tcss"))
         counts: dict[str, int] = {}
 
         def show_snapshot(self, snap) -> None:
@@ -66,11 +70,13 @@ async def tui_level(rig_yaml: Path, cycles: int) -> tuple[float, float, float, f
             if done >= WARMUP and "warm" not in marks:
                 marks["warm"] = rss_mb()
 
-    app = CountingApp(LiveBackend(load_config(rig_yaml)), poll_s=0.0)
+    app = CountingApp(LiveBackend(load_config(rig_yaml)), poll_s=0.001)   # 0 makes Textual divide by zero in set_timer
     t0 = time.perf_counter()
     async with app.run_test(size=(120, 40)):
         while min(app.counts.get(s, 0) for s in app.sides) < cycles:
             await asyncio.sleep(0.2)
+            if not app.is_running:
+                raise RuntimeError(f"the app stopped after {app.counts} snapshots")
             if time.perf_counter() - t0 > 1800:
                 raise TimeoutError(f"TUI poll path: only {app.counts} snapshots in 30 min")
         marks["end"] = rss_mb()

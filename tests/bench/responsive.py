@@ -114,6 +114,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=150)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--healthy", action="store_true", help="reference: both sides local, no hung host")
     a = ap.parse_args()
     rnd = random.Random(a.seed)
     become_subreaper()
@@ -122,7 +123,7 @@ def main() -> int:
     try:
         with sim_rig() as rig_yaml:
             from ops.sim import rig as sim
-            cfg = hang_side_b(rig_yaml, listener.port)
+            cfg = rig_yaml if a.healthy else hang_side_b(rig_yaml, listener.port)
             sim.inject(rig_yaml.parent, "A", "hang")
             tmux = Tmux("resp", W, H)
             try:
@@ -186,6 +187,9 @@ def main() -> int:
     print(f"silent listener: {len(listener.conns)} connection(s) accepted, 0 bytes sent")
     p99 = pct(every, 0.99) * 1e3
     a_live = len(changes) >= max(5, span / 3) and max_gap <= 3.0
+    if a.healthy:
+        print(f"responsive (healthy reference, no hung host): key to screen p99 {pct(every, 0.99) * 1e3:.1f} ms")
+        return 0
     print(f"responsive: key to screen p99 {p99:.1f} ms with side B's host hung, side A updating "
           f"{'yes' if a_live else 'NO'} (every {max_gap:.1f} s at worst), target p99 <= 100 ms and A updating: "
           f"{verdict(p99 <= 100 and a_live)}")
