@@ -21,8 +21,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from ops.guard import Confirmation, Guard, Op, Plan, Target, make_plan
 from ops.hostops import process_table, tcp_check
 from ops.hosts.base import Host
 from ops.hosts.common import SpawnError
+from ops import atomic
 from ops.model import RigConfig, SideConfig
 from ops.ports import scan_ports
 from ops.probes.server import probe_server, rpc_marker, server_processes
@@ -132,13 +131,7 @@ def read_record(rig: RigConfig, side: str) -> dict | None:
 
 
 def _write_record(rig: RigConfig, side: str, data: dict) -> Path:
-    path = record_path(rig, side)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".adapter.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)   # readers (status, the TUI) never see half a file
-    return path
+    return atomic.write_json(record_path(rig, side), data)   # status and the TUI never see half a file
 
 
 # ------------------------------------------------------------------------------------------ helpers

@@ -100,7 +100,7 @@ class _Reader:
         if not isinstance(node, yaml.ScalarNode):
             self.err(node, key, f"must be {_type_word(kind)}, got {_kind(node)}")
             return None
-        value = yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value
+        value = _construct(node)
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool) and conv is str:
@@ -125,6 +125,11 @@ class _Reader:
             return None
         items = [self.scalar(n, f"{key}[{i}]", kind, conv, check) for i, n in enumerate(node.value)]
         return None if any(i is None for i in items) else tuple(items)
+
+
+def _construct(node: yaml.ScalarNode) -> Any:
+    """The value YAML's safe loader gives a scalar node (an empty value is None, like `~`)."""
+    return yaml.SafeLoader("").construct_object(node, deep=True)
 
 
 def _kind(node: yaml.Node) -> str:
@@ -168,10 +173,10 @@ _TOP_KEYS = {"version": True, "name": False, "state_dir": False, "conda": False,
 
 def _read_host(r: _Reader, name: str, node: yaml.Node, base: Path) -> HostConfig | None:
     key = f"hosts.{name}"
+    n_issues = len(r.issues)
     m = r.mapping(node, key, _HOST_KEYS)
     if m is None:
         return None
-    n_issues = len(r.issues)
     kw: dict[str, Any] = {"name": name}
     kw["type"] = r.scalar(m["type"], f"{key}.type", str, check=lambda v: None if v in ("local", "ssh", "wsl-interop")
                           else f"must be one of local, ssh, wsl-interop, got {v!r}") if "type" in m else None
@@ -216,10 +221,10 @@ def _argv(r: _Reader, node: yaml.Node, key: str) -> tuple[str, ...] | None:
 
 
 def _read_server(r: _Reader, key: str, node: yaml.Node) -> ServerConfig | None:
+    n_issues = len(r.issues)
     m = r.mapping(node, key, _SERVER_KEYS)
     if m is None:
         return None
-    n_issues = len(r.issues)
     kw: dict[str, Any] = {}
     kw["host"] = r.scalar(m["host"], f"{key}.host", str) if "host" in m else None
     kw["command"] = _argv(r, m["command"], f"{key}.command") if "command" in m else None
@@ -264,7 +269,7 @@ def _read_pairs(r: _Reader, node: yaml.Node, key: str) -> tuple[tuple[str, str],
         if not isinstance(v_node, yaml.ScalarNode):
             r.err(v_node, f"{key}.{k}", f"must be a string or number, got {_kind(v_node)}")
             continue
-        value = _flat_value(yaml.safe_load(yaml.serialize(v_node)))
+        value = _flat_value(_construct(v_node))
         if value is None:
             r.err(v_node, f"{key}.{k}", "must be a string or number (null is not allowed)")
             continue
@@ -273,10 +278,10 @@ def _read_pairs(r: _Reader, node: yaml.Node, key: str) -> tuple[tuple[str, str],
 
 
 def _read_evaluator(r: _Reader, key: str, node: yaml.Node, base: Path) -> EvaluatorConfig | None:
+    n_issues = len(r.issues)
     m = r.mapping(node, key, _EVAL_KEYS)
     if m is None:
         return None
-    n_issues = len(r.issues)
     kw: dict[str, Any] = {}
     for k in ("host", "conda_env", "cwd", "script", "routes", "checkpoint", "log"):
         if k in m:

@@ -172,6 +172,9 @@ class Guard:
         if plan.needs_typed and conf.typed != plan.side:
             return self._refuse(plan, f"type the side name ({plan.side}) to stop a server that has a client", conf)
         if plan.op in KILL_OPS:
+            # On disk before the first signal: a console killed mid-plan still leaves the trace of what it
+            # was about to signal, and the next console's audit view shows an unfinished plan.
+            self._audit(plan, conf, "started", "signalling the targets outer → inner", ())
             results = await self._stop_targets(plan.targets)
             ok = all(r.outcome in ("terminated", "killed", "already-gone") for r in results)
             detail = "; ".join(f"{r.target.role} {r.target.pid}: {r.outcome}" for r in results)

@@ -6,11 +6,10 @@ to rediscover running sides after it was closed or lost its SSH session.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ops import atomic
 from ops.model import RigConfig
 
 
@@ -52,14 +51,7 @@ def state_path(rig: RigConfig, side: str) -> Path:
 
 
 def write_state(rig: RigConfig, st: HarnessState) -> None:
-    path = state_path(rig, st.side)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".harness.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(st.to_json(), f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic.write_json(state_path(rig, st.side), st.to_json())
 
 
 def read_state(rig: RigConfig, side: str) -> HarnessState | None | str:

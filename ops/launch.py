@@ -25,8 +25,7 @@ from ops import resume as rr
 from ops.audit import Audit
 from ops.guard import Confirmation, Guard, Op, Outcome, Plan, make_plan
 from ops.harness_state import HarnessState, read_state, side_dir
-from ops.chain import find_chain
-from ops.hostops import process_table, tcp_check
+from ops.hostops import tcp_check
 from ops.model import RigConfig, SideConfig
 from ops.pinned import python_argv
 from ops.procs import ProcTable
@@ -217,24 +216,15 @@ def _checkpoint_check(d: rr.ResumeDecision) -> Check:
 # ---- the plan -------------------------------------------------------------------------------------
 
 
-async def fresh_tables(live, timeout: float = 10.0) -> dict[str, ProcTable]:
-    """Every host's process table, with every side's chain members re-read from /proc.
-
-    Why: the local scanner caches cmdline/state per (pid, inode), and where PID 1 does not reap orphans
-    (this container's init does not) a killed harness stays a zombie in /proc for good, its cached cmdline
-    still matching. Re-read, a zombie shows state Z and an empty cmdline: it is no chain member.
-    """
+async def fresh_tables(live, timeout: float | None = None) -> dict[str, ProcTable]:
+    """Every host's process table, bounded by the sides' own probe timeout (a hung host costs that, not
+    more). Zombies (this container's PID 1 never reaps orphans) are no chain members: find_chain skips
+    state Z, and the prober re-reads the last poll's chain pids rather than trusting its scan cache."""
     rig: RigConfig = live.config
     names = {h for s in rig.sides.values() for h in (s.server.host, s.evaluator.host)}
-    tables = await live.prober.tables(names, timeout)
-    for name, table in list(tables.items()):
-        if not table.ok:
-            continue
-        pids = frozenset(p for s in rig.sides.values() if s.evaluator.host == name
-                         for p in find_chain(table, rig, s, local=live.hosts[name].is_local).pids)
-        if pids:
-            tables[name] = await process_table(live.hosts[name], timeout, fresh_pids=pids)
-    return tables
+    if timeout is None:
+        timeout = max(s.server.probe_timeout_s for s in rig.sides.values())
+    return await live.prober.tables(names, timeout)
 
 
 async def side_snapshot(live, side: str) -> tuple[SideSnapshot, dict[str, ProcTable]]:

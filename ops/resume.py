@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ops.harness_state import side_dir
+from ops import atomic
 from ops.model import RigConfig, SideConfig
 from ops.parse.checkpoint import RERUN_STATUSES, completed_records, parse_checkpoint, resume_index
 from ops.parse.errors import ParseError
@@ -174,17 +174,5 @@ def backup(rig: RigConfig, side: SideConfig, data: bytes | None) -> str | None:
     while path.exists():  # same microsecond: never overwrite an earlier backup
         path = d / f"{path.stem}-{n}{path.suffix}"
         n += 1
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".backup.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic.write_bytes(path, data)
     return str(path)

@@ -109,7 +109,9 @@ def test_stop_targets_term_then_kill_and_audit(tmp_path) -> None:
         assert [t.outcome for t in out.targets] == ["terminated", "killed"]
         assert polite.wait(3) is not None and stubborn.wait(3) is not None
         assert bystander.poll() is None
-        line = Audit(tmp_path).read()[-1]
+        started, line = Audit(tmp_path).read()[-2:]
+        assert started["outcome"] == "started"       # on disk before the first signal
+        assert [t["pid"] for t in started["targets"]] == [polite.pid, stubborn.pid]
         assert line["operation"] == "stop-own-launch" and line["outcome"] == "done"
         assert [t["pid"] for t in line["targets"]] == [polite.pid, stubborn.pid]
     finally:

@@ -104,19 +104,11 @@ def mutated_config(draw) -> dict:
     return data
 
 
-EMPTY_VALUE = ("product bug: ops/config.py:103 _Reader.scalar re-parses yaml.serialize(node); an empty value "
-               "(`tm_port:`) serializes to an empty document and yaml.safe_load raises ParserError, not ConfigError")
-NO_RPC_PORT = ("product bug: ops/config.py _read_server takes n_issues after r.mapping() reported the missing "
-               "required key, so a server without rpc_port/host/command becomes ServerConfig(rpc_port=None) and "
-               "_cross_checks (ops/config.py:344) raises TypeError in ServerConfig.ports (ops/model.py:39)")
 
-
-@pytest.mark.xfail(strict=True, reason=EMPTY_VALUE)
 def test_empty_value_is_a_config_error() -> None:
     check(VALID.replace("tm_port: 8010", "tm_port:", 1))
 
 
-@pytest.mark.xfail(strict=True, reason=NO_RPC_PORT)
 def test_server_without_rpc_port_is_a_config_error() -> None:
     check(VALID.replace("      rpc_port: 2041\n", "", 1))
 
@@ -125,14 +117,12 @@ def test_server_without_rpc_port_is_a_config_error() -> None:
 NO_SHRINK = settings(FAST, phases=[Phase.explicit, Phase.generate])
 
 
-@pytest.mark.xfail(strict=True, reason=NO_RPC_PORT)
 @NO_SHRINK
 @given(data=mutated_config())
 def test_mutated_valid_config(data: dict) -> None:
     check(yaml.safe_dump(data, allow_unicode=True, sort_keys=False))
 
 
-@pytest.mark.xfail(strict=True, reason=EMPTY_VALUE)
 @NO_SHRINK
 @given(data=st.data())
 def test_text_edits_of_the_valid_file(data: st.DataObject) -> None:

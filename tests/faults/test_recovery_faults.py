@@ -130,9 +130,6 @@ def test_console_killed_mid_kill_plan_then_a_second_run_is_safe(rig) -> None:
 
 
 @pytest.mark.scenario("console-killed-mid-plan: audit line for the TERM it sent")
-@pytest.mark.xfail(strict=True, reason="product bug: ops/guard.py Guard.execute writes its one audit line only "
-                   "after _stop_targets() returns, so a console killed after its first TERM leaves no trace of "
-                   "that TERM; fix: write an 'started' line (plan targets) before the first signal")
 def test_console_killed_mid_kill_plan_left_an_audit_line() -> None:
     assert STATE, "the console-killed scenario did not run"
     lines = Audit(STATE["d"] / "state").since(STATE["mark"])
