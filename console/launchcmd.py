@@ -11,7 +11,7 @@ import sys
 
 from console.cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, print_json
 from console.confirm import confirm
-from ops.launch import LaunchPlan, execute_launch, plan_launch
+from ops.launch import LaunchPlan, execute_launch, needs_server, plan_launch, start_server
 from ops.model import RigConfig
 from ops.rig import open_rig
 
@@ -42,6 +42,17 @@ def _show(lp: LaunchPlan, as_json: bool, extra: dict | None = None) -> None:
 async def _run(rig: RigConfig, args: argparse.Namespace) -> int:
     async with open_rig(rig) as live:
         lp = await plan_launch(live, args.side)
+        if not args.dry_run and not lp.allowed and needs_server(lp, rig.side(args.side)):
+            # server.auto_start: bring the server up by adapter polling (its own plan and confirmation).
+            from ops.adapter import plan_adapter_poll
+            poll_plan = await plan_adapter_poll(live, args.side)
+            poll_conf = confirm(poll_plan, args.yes)
+            if not poll_conf.proceed:
+                _show(lp, args.json, {"launched": False, "refused_by": poll_conf.via})
+                return EXIT_REFUSED
+            ok, detail = await start_server(live, args.side, poll_conf)
+            print(detail, file=sys.stderr)
+            lp = await plan_launch(live, args.side)
         if args.dry_run or not lp.allowed:
             _show(lp, args.json)
             return EXIT_OK if lp.allowed else EXIT_REFUSED

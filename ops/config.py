@@ -163,7 +163,7 @@ _HOST_KEYS = {"type": True, "os": False, "address": False, "port": False, "user"
               "netsh": False, "vram_source": False}
 _SERVER_KEYS = {"host": True, "command": True, "rpc_port": True, "adapter": False, "adapter_candidates": False,
                 "vram_min_delta_mb": False, "start_wait_s": False, "probe_timeout_s": False,
-                "managed_by_evaluator": False}
+                "managed_by_evaluator": False, "auto_start": False}
 _EVAL_KEYS = {"host": True, "conda_env": True, "cwd": True, "script": True, "routes": True, "checkpoint": True,
               "log": True, "tm_port": False, "args": False, "env": False, "max_attempts": False, "python": False}
 _SIDE_KEYS = {"server": True, "evaluator": True, "heartbeat": False}
@@ -244,8 +244,9 @@ def _read_server(r: _Reader, key: str, node: yaml.Node) -> ServerConfig | None:
     for k in ("start_wait_s", "probe_timeout_s"):
         if k in m:
             kw[k] = r.scalar(m[k], f"{key}.{k}", float, check=_positive)
-    if "managed_by_evaluator" in m:
-        kw["managed_by_evaluator"] = r.scalar(m["managed_by_evaluator"], f"{key}.managed_by_evaluator", bool)
+    for flag in ("managed_by_evaluator", "auto_start"):
+        if flag in m:
+            kw[flag] = r.scalar(m[flag], f"{key}.{flag}", bool)
     if len(r.issues) > n_issues:
         return None
     return ServerConfig(**kw)

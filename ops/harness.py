@@ -28,7 +28,7 @@ from ops.chain import is_evaluator_of
 from ops.guard import Confirmation, Guard, Plan
 from ops.harness_state import AttemptRecord, HarnessState, write_state
 from ops.hostops import process_table
-from ops.launch import LaunchPlan, plan_launch, reread_same
+from ops.launch import LaunchPlan, needs_server, plan_launch, reread_same, start_server
 from ops import resume as rr
 from ops.model import RigConfig, SideConfig
 from ops.procs import read_proc
@@ -86,12 +86,24 @@ class Harness:
 
     async def _loop(self, live) -> int:
         guard = Guard(live.hosts, Audit(self.rig.state_dir))
+        polled = False
         while True:
             if self.stop.is_set():
                 return self._stopped()
             lp = await plan_launch(live, self.state.side)
             if self.stop.is_set():
                 return self._stopped()
+            if not lp.allowed and needs_server(lp, self.sc) and not polled:
+                # The server died under the run (or was never up) and the config lets us start it: adapter
+                # polling through the guard, once per attempt, then plan the launch again.
+                polled = True
+                self.save("starting", "server DEAD: adapter polling (server.auto_start)")
+                ok, detail = await start_server(live, self.state.side, Confirmation(True, "harness",
+                                                                                    typed=self.state.side))
+                say(detail)
+                if ok:
+                    continue
+            polled = False
             if not lp.allowed:
                 say(f"refused: {lp.refused}")
                 self.save("refused", lp.refused)

@@ -297,6 +297,22 @@ def reread_same(lp: LaunchPlan, sc: SideConfig) -> tuple[bool, bytes | None, str
     return True, now.data, ""
 
 
+def needs_server(lp: LaunchPlan, sc: SideConfig) -> bool:
+    """Refused only because the server is DEAD, on a side whose config lets the console start it."""
+    return (sc.server.auto_start and lp.plan.verdicts.get("server") == "DEAD"
+            and "UNKNOWN" not in lp.plan.verdicts.values())
+
+
+async def start_server(live, side: str, conf: Confirmation) -> tuple[bool, str]:
+    """Adapter polling (its own plan, verdicts and guard pass) to bring a DEAD server up."""
+    from ops.adapter import poll_adapters
+    report = await poll_adapters(live, side, conf)
+    acc = report.accepted
+    if acc is not None:
+        return True, f"server started on adapter {acc.adapter} (+{acc.delta_mb} MiB)"
+    return False, f"adapter polling found no server: {report.refused or report.stopped_on or 'no candidate rendered'}"
+
+
 async def execute_launch(live, lp: LaunchPlan, conf: Confirmation, *, guard: Guard | None = None,
                          wait_s: float = HARNESS_START_WAIT_S) -> LaunchResult:
     """Through the guard: re-read the checkpoint, back it up, start the harness detached, wait until it

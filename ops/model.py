@@ -33,6 +33,7 @@ class ServerConfig:
     start_wait_s: float = 30.0
     probe_timeout_s: float = 5.0
     managed_by_evaluator: bool = False  # the evaluator starts/kills its own server (Bench2Drive style)
+    auto_start: bool = False       # launch/harness run adapter polling when this server is DEAD
 
     @property
     def ports(self) -> tuple[int, int, int]:
