@@ -55,7 +55,9 @@ class SidePane(Vertical, can_focus=True):
         for part in self.query(SidePart):
             part.snap = snap
         if snap is not None:
-            self.border_subtitle = f"{snap.side.server.host} / {snap.side.evaluator.host}"
+            subtitle = f"{snap.side.server.host} / {snap.side.evaluator.host}"
+            if self.border_subtitle != subtitle:   # every assignment repaints the whole pane
+                self.border_subtitle = subtitle
 
     def watch_ports(self, ports: dict[int, str] | None) -> None:
         self.query_one(PortsLine).status = ports

@@ -7,6 +7,8 @@ same text every time (the snapshot tests rely on it) and a stale one does not pr
 """
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -17,16 +19,41 @@ from widgets.words import bar, duration, mib, word
 
 
 class SidePart(Widget):
-    """One line (or a few) of a pane, rendered from the side's snapshot."""
+    """One line (or a few) of a pane, rendered from the side's snapshot.
 
-    snap: reactive[SideSnapshot | None] = reactive(None)
+    A new snapshot arrives every poll, but most lines read the same as before: the text is built when the
+    snapshot is set and the part repaints only when it changed (repainting every part every second was
+    most of the console's idle CPU)."""
 
-    def render(self) -> Text:
+    snap: reactive[SideSnapshot | None] = reactive(None, repaint=False)
+    label = ""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._text: Text | None = None
+
+    def _build(self) -> Text:
         if self.snap is None:
             return Text(f"{self.label} …", style="dim")
         return self.line(self.snap)
 
-    label = ""
+    def rebuild(self) -> None:
+        text = self._build()
+        if self._text is None or _key(text) != _key(self._text):
+            self._text = text
+            self.refresh()
+
+    def watch_snap(self, _snap: SideSnapshot | None) -> None:
+        self.rebuild()
+
+    def on_resize(self) -> None:
+        self._text = None      # bars follow the width
+        self.rebuild()
+
+    def render(self) -> Text:
+        if self._text is None:
+            self._text = self._build()
+        return self._text
 
     def line(self, s: SideSnapshot) -> Text:  # pragma: no cover - every part overrides it
         raise NotImplementedError
@@ -34,6 +61,11 @@ class SidePart(Widget):
     def bar_width(self, used: int) -> int:
         """Cells left for a bar after `used` cells of text: bars shrink first on a narrow terminal."""
         return max(4, min(24, self.size.width - used))
+
+
+def _key(t: Text) -> tuple:
+    # Rich's Text equality ignores the base style; a line that only changes colour must repaint too.
+    return (t.plain, tuple(t.spans), str(t.style))
 
 
 def _head(label: str) -> Text:
@@ -81,7 +113,10 @@ class PortsLine(SidePart):
 
     label = "ports"
     # port -> word ('ok' | 'IN USE' | 'RESERVED' | 'SHARED' | 'UNKNOWN'); None until a scan ran
-    status: reactive[dict[int, str] | None] = reactive(None)
+    status: reactive[dict[int, str] | None] = reactive(None, repaint=False)
+
+    def watch_status(self, _status: dict[int, str] | None) -> None:
+        self.rebuild()
 
     def line(self, s: SideSnapshot) -> Text:
         rpc, stream, sec = s.side.server.ports
@@ -182,4 +217,14 @@ class LogTail(SidePart):
     def line(self, s: SideSnapshot) -> Text:
         if not s.log_tail:
             return Text("log    (no lines)", style="dim")
-        return Text("\n".join(ln.rstrip()[:300] for ln in s.log_tail), style="dim")
+        return Text("\n".join(_printable(ln.rstrip()[:300]) for ln in s.log_tail), style="dim")
+
+
+def _printable(line: str) -> str:
+    """An evaluator's log carries terminal escapes and carriage returns (progress bars): shown raw they
+    would move the cursor and garble the pane."""
+    line = _ESCAPES.sub("", line).rsplit("\r", 1)[-1]
+    return "".join(c if c.isprintable() else "·" for c in line)
+
+
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")

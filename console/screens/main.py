@@ -21,7 +21,7 @@ SAFE_BINDINGS = [
     Binding("g", "reprobe", "Probe"),
     Binding("p", "ports", "Ports"),
     Binding("question_mark", "help", "Help", key_display="?"),
-    Binding("q", "quit", "Quit"),
+    Binding("q", "app.quit", "Quit"),
     Binding("tab", "select(1)", "Side", show=False),
     Binding("shift+tab", "select(-1)", show=False),
     Binding("down,right", "select(1)", show=False),
