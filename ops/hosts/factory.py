@@ -7,7 +7,6 @@ from ops.hosts.base import Host, Result
 from ops.hosts.common import SpawnError, check_argv
 from ops.hosts.gateway import GatewayError, resolve_gateway
 from ops.hosts.local import LocalHost
-from ops.hosts.ssh import SshHost
 from ops.hosts.wsl import WslInteropHost
 from ops.model import HostConfig
 
@@ -42,6 +41,9 @@ def make_host(cfg: HostConfig, address: str | None = None) -> Host:
     if cfg.type == "local":
         return LocalHost(cfg.name, cfg.os)
     if cfg.type == "ssh":
+        # Imported here: asyncssh and cryptography cost ~0.3 s to import, which a rig without ssh hosts
+        # (every CLI call, the demo's first frame) should not pay.
+        from ops.hosts.ssh import SshHost
         if cfg.address == GATEWAY and address is None:
             raise ValueError(f"host {cfg.name}: '@gateway' must be resolved first (use make_hosts)")
         return SshHost(cfg, address=address)
