@@ -1,7 +1,7 @@
 """A side's process chain: harness → conda wrapper → evaluator (→ its children), found by exact tokens.
 
-`pgrep -f leaderboard_evaluator | head -1 | xargs kill` once killed the conda wrapper (same words in its
-cmdline) and the outer loop then started a second evaluator on the same server. So: whole argv tokens
+Killing the first `pgrep -f leaderboard_evaluator` match once killed the conda wrapper (same words in its
+cmdline), and the outer loop then started a second evaluator on the same server. So: whole argv tokens
 only (`--port N` as two tokens or `--port=N`; a longer number that starts with N is another side), the
 console's own process and ancestors are never candidates, and the plan covers the whole chain, outer first.
 """

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ops import atomic
 
 SHIPPING_NAME = "CarlaUE4-Linux-Shipping"
 LAUNCHER_NAME = "CarlaUE4.sh"
@@ -162,18 +163,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic.write_bytes(path, text.encode())
 
 
 def read_mode(path: Path, allowed: tuple[str, ...], default: str = "ok") -> str:

@@ -94,6 +94,26 @@ def stop_harnesses(state_dir: Path) -> None:
         psutil.wait_procs(alive, timeout=3)
 
 
+def _where(proc: psutil.Process) -> str:
+    """Where a console that would not exit is stuck: its threads' kernel waits, and py-spy where present."""
+    lines = []
+    try:
+        lines.append(f"status {proc.status()}, children {[c.pid for c in proc.children()]}")
+        for task in sorted(os.listdir(f"/proc/{proc.pid}/task")):
+            with open(f"/proc/{proc.pid}/task/{task}/wchan") as f:
+                wchan = f.read()
+            with open(f"/proc/{proc.pid}/task/{task}/comm") as f:
+                comm = f.read().strip()
+            lines.append(f"thread {task} {comm}: {wchan}")
+    except (OSError, psutil.Error) as e:
+        lines.append(f"({e})")
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if os.path.exists(spy):
+        out = subprocess.run([spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=30)
+        lines.append(out.stdout[-6000:])
+    return "\n".join(lines)
+
+
 def _wait_exit(proc: psutil.Process, within: float) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -141,13 +161,14 @@ def test_hang_recovered_from_keys_in_tmux(tmp_path: Path) -> None:
                 os.kill(tmux.server_pid, signal.SIGTERM)   # the pane's console gets SIGHUP
             except ProcessLookupError:
                 pass
-        exited = True
+        exited, stuck = True, ""
         if app is not None:
             # It exits by itself on SIGHUP, touching no run. Its parent (the tmux server) is gone, and this
             # container's PID 1 never reaps orphans: an exited console stays a zombie, which counts as exited.
             exited = _wait_exit(app, 15)
             if not exited:
+                stuck = _where(app)
                 app.kill()
         stop_harnesses(rig_dir / "state")
         sim.down(rig_dir)
-    assert exited, "the console did not exit on SIGHUP"
+    assert exited, f"the console did not exit on SIGHUP:\n{stuck}"
