@@ -11,6 +11,7 @@ Confirmation goes back to the backend whose guard re-verifies and acts. ops neve
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from collections.abc import Iterable
@@ -37,6 +38,24 @@ ACTION_LABELS = {"adapter": "adapter polling", "launch": "launch", "reclaim": "r
 PLAN_TIMEOUT_S = 60.0       # building a plan probes with RPC: conda start + import carla + the call
 PORTS_TIMEOUT_S = 60.0
 AUDIT_SHOWN = 50            # audit lines shown at start (older ones stay in the file)
+
+
+def _detach_terminal() -> None:
+    """The terminal is gone (SSH dropped, tmux killed): point stdin/stdout/stderr at /dev/null.
+
+    Textual's shutdown still writes its terminal-restoring sequences; into a hung-up pty a write fails,
+    its writer thread stops, and the next writes block the shutdown forever (seen under load). Into
+    /dev/null they succeed, so the normal exit path runs to the end, the demo's teardown included."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    for fd in (0, 1, 2):
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            continue   # that stream is already closed: nothing can block on it
+    os.close(null)
 
 
 class ConsoleApp(App[int]):
@@ -107,6 +126,8 @@ class ConsoleApp(App[int]):
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self.exit_reason = signal.Signals(sig).name
+        if sig == signal.SIGHUP:
+            _detach_terminal()
         self.exit(0)
 
     async def on_unmount(self) -> None:
