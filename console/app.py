@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import time
+import termios
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,6 +40,14 @@ ACTION_LABELS = {"adapter": "adapter polling", "launch": "launch", "reclaim": "r
 PLAN_TIMEOUT_S = 60.0       # building a plan probes with RPC: conda start + import carla + the call
 PORTS_TIMEOUT_S = 60.0
 AUDIT_SHOWN = 50            # audit lines shown at start (older ones stay in the file)
+
+
+def _terminal_alive() -> bool:
+    try:
+        termios.tcgetattr(sys.__stdin__.fileno())
+    except (termios.error, OSError, ValueError, AttributeError):
+        return False
+    return True
 
 
 def _detach_terminal() -> None:
@@ -123,6 +133,30 @@ class ConsoleApp(App[int]):
                 loop.add_signal_handler(sig, self._on_signal, sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+        self._guard_sigcont()
+
+    def _guard_sigcont(self) -> None:
+        """Resume after SIGCONT only while the terminal is still there.
+
+        A hung-up tty sends SIGHUP *and* SIGCONT to the foreground group. Textual's driver answers SIGCONT
+        by re-entering application mode (a new writer thread) in the middle of our SIGHUP shutdown; the
+        shutdown then blocks for ever writing into the abandoned writer's full queue (caught by the tmux
+        end-to-end test under load). Ctrl+Z / fg on a live terminal still works as before."""
+        try:
+            resume = signal.getsignal(signal.SIGCONT)
+        except (AttributeError, ValueError):
+            return
+        if not callable(resume):
+            return
+
+        def on_sigcont(signum, frame) -> None:
+            if _terminal_alive():
+                resume(signum, frame)
+
+        try:
+            signal.signal(signal.SIGCONT, on_sigcont)
+        except ValueError:   # not the main thread (Pilot tests drive the app from elsewhere)
+            pass
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self.exit_reason = signal.Signals(sig).name
