@@ -23,8 +23,10 @@ class PollNote(Static):
 
 
 class SidePane(Vertical, can_focus=True):
-    snap: reactive[SideSnapshot | None] = reactive(None)
-    ports: reactive[dict[int, str] | None] = reactive(None)
+    # repaint=False: a new snapshot every poll must not repaint the whole pane (borders, every line);
+    # the parts repaint themselves when their own line changed.
+    snap: reactive[SideSnapshot | None] = reactive(None, repaint=False)
+    ports: reactive[dict[int, str] | None] = reactive(None, repaint=False)
     # Set when the last poll timed out or failed: the pane keeps its last values, greyed, with the reason.
     greyed: reactive[str | None] = reactive(None)
 

@@ -15,7 +15,7 @@ from textual.widget import Widget
 
 from ops.snapshot import SideSnapshot, beat_word
 from ops.tristate import State
-from widgets.words import bar, duration, mib, word
+from widgets.words import bar, duration, mib, uptime, word
 
 
 class SidePart(Widget):
@@ -83,7 +83,7 @@ class ServerLine(SidePart):
         if sv.pid is not None:
             t.append(f"  pid {sv.pid}")
         if sv.create_time is not None:
-            t.append(f"  up {duration(s.at - sv.create_time)}")
+            t.append(f"  up {uptime(s.at - sv.create_time)}")
         if sv.version:
             t.append(f"  rpc {sv.version}")
         if s.idle:

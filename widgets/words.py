@@ -50,5 +50,14 @@ def duration(seconds: float | None) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def uptime(seconds: float | None) -> str:
+    """A process's age, to the minute once past the first one (42s, 7m, 3h12m, 2d04h). Seconds of a
+    20-hour server's uptime tell an operator nothing, and a line that changes every second repaints every
+    second."""
+    if seconds is not None and 60 <= seconds < 3600:
+        return f"{int(seconds) // 60}m"
+    return duration(seconds)
+
+
 def mib(v: int | None) -> str:
     return "?" if v is None else f"{v}"
