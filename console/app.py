@@ -185,6 +185,15 @@ class ConsoleApp(App[int]):
         # The prober's own calls time out at probe_timeout_s; an RPC probe adds conda start-up and import.
         return self.backend.rig.sides[side].server.probe_timeout_s + 25.0
 
+    def _to_next_beat(self) -> float:
+        """Seconds to the next whole poll period on the monotonic clock (at least half a period away).
+
+        Every side's next poll starts on the same beat, so their snapshots land together and one
+        compositor pass shows them all, instead of one repaint per side at drifting times."""
+        period = self.poll_s
+        delay = period - (time.monotonic() % period)
+        return delay + period if delay < period / 2 else delay
+
     def _arm(self, side: str, delay: float) -> None:
         old = self._poll_timers.pop(side, None)
         if old is not None:
@@ -221,7 +230,7 @@ class ConsoleApp(App[int]):
             if again:
                 self._start_poll(side, rpc_again)
             elif self.poll_enabled:
-                self._arm(side, self.poll_s)
+                self._arm(side, self._to_next_beat())
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
         self.snaps[snap.name] = snap
