@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import json
 import sys
-from pathlib import Path
 
 from ops.config import ConfigError, default_config_path, load_config
 from ops.model import RigConfig
@@ -114,6 +113,3 @@ def print_json(data: object) -> None:
     json.dump(data, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
 
-
-def state_dir(rig: RigConfig) -> Path:
-    return Path(rig.state_dir)

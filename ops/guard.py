@@ -17,7 +17,6 @@ from ops.audit import Audit
 from ops.hostops import signal_if_same
 from ops.hosts.base import Host
 from ops.procs import Proc
-from ops.tristate import Evidence
 
 
 class Op(str, Enum):
@@ -271,6 +270,3 @@ class Guard:
             "targets": [r.to_json() for r in results] if results else [t.to_json() for t in plan.targets],
         })
 
-
-def evidence_lines(*evs: Evidence) -> tuple[str, ...]:
-    return tuple(e.line() for e in evs)

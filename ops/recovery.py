@@ -35,7 +35,7 @@ from ops.guard import Confirmation, Guard, Op, Outcome, Plan, Target, make_plan
 from ops.launch import LaunchResult, execute_launch, plan_launch, side_snapshot
 from ops.model import RigConfig
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
-from ops.snapshot import SideSnapshot, beat_word
+from ops.snapshot import SideSnapshot
 from ops.tristate import Beat, State
 
 STEPS = ("verdict", "kill-plan", "confirm", "kill", "server", "relaunch", "wait-fresh")
@@ -155,7 +155,7 @@ def _verdict_step(snap: SideSnapshot, samples: tuple[ProcSample, ...], refused: 
     hb = snap.heartbeat
     age = "?" if hb.age_s is None else f"{hb.age_s:.0f} s"
     ev = snap.evaluator
-    parts = [f"heartbeat {beat_word(hb)} (log {age} old, stall at {hb.stall_s:.0f} s)",
+    parts = [f"heartbeat {hb.beat.value} (log {age} old, stall at {hb.stall_s:.0f} s)",
              f"evaluator {ev.verdict.state.value} ({ev.verdict.summary})",
              f"server {snap.server.verdict.state.value} ({snap.server.verdict.summary})"]
     inner = [s for s in samples if s.role == "evaluator"]
@@ -207,7 +207,7 @@ async def recovery_plan(live, side: str, *, cpu_window_s: float = CPU_SAMPLE_S) 
                 problems.append(f"pids {sorted(clash)} belong to side {other.name} as well")
     if snap.evaluator.verdict.state is State.ALIVE and not chain.of("evaluator") and not chain.of("wrapper"):
         problems.append("the chain holds no evaluator process")
-    verdicts = {"heartbeat": beat_word(snap.heartbeat), "server": snap.server.verdict.state.value,
+    verdicts = {"heartbeat": snap.heartbeat.beat.value, "server": snap.server.verdict.state.value,
                 "evaluator": snap.evaluator.verdict.state.value}
     sample = live.hosts[host].is_local and targets and cpu_window_s > 0
     samples = await sample_procs(targets, cpu_window_s) if sample else ()

@@ -20,7 +20,7 @@ from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
 from ops.probes.server import ServerProbe, probe_server
 from ops.probes.vram import Gpu, VramReading, read_vram
 from ops.procs import ProcTable
-from ops.tristate import Beat, Evidence, State, Verdict
+from ops.tristate import Evidence, State, Verdict
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,7 @@ class Prober:
         self._last_vram: dict[str, tuple[float, VramReading]] = {}
         self._watch_by_side: dict[tuple[str, str, str], set[int]] = {}
         self._watch: dict[str, set[int]] = {}
+        self._adapter_records: dict[str, tuple[tuple, dict | None]] = {}
 
     async def tables(self, host_names: set[str], timeout: float) -> dict[str, ProcTable]:
         names = sorted(host_names)
@@ -149,11 +150,20 @@ class Prober:
         if tail:
             got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
             lines = tuple(got or ())
-        from ops.adapter import read_record
         snap = SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
-                            adapter_record=read_record(self.rig, name))
+                            adapter_record=self._adapter_record(name, server))
         self._remember(snap)
         return snap
+
+    def _adapter_record(self, name: str, server: ServerProbe) -> dict | None:
+        """adapter.json changes only when polling accepts a new server: read it again when the server's
+        (pid, create time) moves, not every poll."""
+        from ops.adapter import read_record
+        key = (server.pid, server.create_time)
+        cached = self._adapter_records.get(name)
+        if cached is None or cached[0] != key:
+            cached = self._adapter_records[name] = (key, read_record(self.rig, name))
+        return cached[1]
 
     async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
         last = self._last_vram.get(host)
@@ -189,6 +199,3 @@ class Prober:
         snaps = await asyncio.gather(*(self.side(n, rpc=rpc, tables=tables, tail=tail) for n in self.rig.sides))
         return dict(zip(self.rig.sides, snaps))
 
-
-def beat_word(hb: HeartbeatProbe) -> str:
-    return hb.beat.value if hb.beat is not Beat.NOT_STARTED else "NOT_STARTED"

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from ops.snapshot import SideSnapshot, beat_word
+from ops.snapshot import SideSnapshot
 from ops.tristate import State
 from widgets.words import bar, duration, mib, uptime, word
 
@@ -158,7 +158,7 @@ class HeartbeatBar(SidePart):
 
     def line(self, s: SideSnapshot) -> Text:
         hb = s.heartbeat
-        w = beat_word(hb)
+        w = hb.beat.value
         frac = None if hb.age_s is None else hb.age_s / hb.stall_s if hb.stall_s else 1.0
         if hb.age_s is None and w == "NOT_STARTED":
             frac = 0.0
