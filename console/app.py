@@ -306,7 +306,12 @@ class ConsoleApp(App[int]):
         self.note(f"{action}: not available yet ({why})")
 
     def show_help(self) -> None:
-        self.push_screen(HelpScreen(self.read_only))
+        # Built once and kept (an installed screen survives its dismiss): composing and styling it anew on
+        # every `?` was most of the time the help took to appear.
+        if not self.is_screen_installed("help"):
+            self.install_screen(HelpScreen(self.read_only), "help")
+        if self.get_screen("help") not in self.screen_stack:   # from the palette while it is open
+            self.push_screen("help")
 
     @work(group="ports", exclusive=True, exit_on_error=False)
     async def scan_ports(self) -> None:

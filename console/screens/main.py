@@ -10,10 +10,12 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.reactive import Reactive
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widget import Widget
 
 from widgets.event_log import EventLog
+from widgets.key_footer import KeyFooter
 from widgets.rig_header import RigHeader
 from widgets.side_pane import SidePane
 
@@ -44,6 +46,11 @@ class SideList(VerticalScroll, inherit_bindings=False, can_focus=False):
 
 class MainScreen(Screen):
     BINDINGS = SAFE_BINDINGS
+    # Textual's Screen repaints all of itself when the focus moves. Here a focus change is a change of
+    # selected side: the pane that gained focus and the one that lost it restyle and repaint themselves
+    # (their :focus rules), and nothing else on the screen depends on focus. Repainting the whole screen
+    # was most of a Tab's latency.
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
     def __init__(self, rig_name: str, sides: list[str], read_only: bool) -> None:
         super().__init__(id="main")
@@ -64,7 +71,7 @@ class MainScreen(Screen):
             for name in self.sides:
                 yield SidePane(name)
         yield EventLog(id="event-log")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         if self.sides:

@@ -17,11 +17,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.screens.backend import RecoveryDriver, StepOutcome
 from console.screens.confirm import ConfirmResult, ConfirmScreen
 from ops.guard import Plan
+from widgets.key_footer import KeyFooter
 
 STEPS = ("verdict", "kill plan", "confirm", "kill and verify", "server", "relaunch", "wait FRESH")
 MARKS = {
@@ -67,7 +68,7 @@ class RecoveryWizard(Screen[None]):
                 for i, name in enumerate(STEPS):
                     yield StepRow(i, name)
             yield Static(id="next-action")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.walk()

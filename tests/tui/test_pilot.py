@@ -112,6 +112,24 @@ async def test_question_mark_shows_help_and_escape_closes() -> None:
         assert app.screen.id == "main"
 
 
+async def test_help_is_built_once_and_opens_again() -> None:
+    app = ConsoleApp(FakeBackend(), poll=False)
+    async with app.run_test() as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        first = app.screen
+        app.show_help()                 # the palette's Help while the help is open: no second copy
+        await settle(pilot)
+        assert sum(isinstance(s, HelpScreen) for s in app.screen_stack) == 1
+        await pilot.press("question_mark")
+        assert app.screen.id == "main"
+        await pilot.press("question_mark")
+        assert app.screen is first      # the kept screen, not a new one
+        assert "this help" in str(first.query_one("#help-box Static").render())
+        await pilot.press("escape")
+        assert app.screen.id == "main"
+
+
 async def test_command_palette_opens() -> None:
     app = ConsoleApp(FakeBackend(), poll=False)
     async with app.run_test() as pilot:
