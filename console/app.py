@@ -41,6 +41,7 @@ ACTION_LABELS = {"adapter": "adapter polling", "launch": "launch", "reclaim": "r
 PLAN_TIMEOUT_S = 60.0       # building a plan probes with RPC: conda start + import carla + the call
 PORTS_TIMEOUT_S = 60.0
 AUDIT_SHOWN = 50            # audit lines shown at start (older ones stay in the file)
+SHOW_HOLD_S = 0.05          # a finished poll waits this long for the other sides of its beat
 
 
 def _terminal_alive() -> bool:
@@ -89,6 +90,8 @@ class ConsoleApp(App[int]):
         self._poll_missed: set[str] = set()            # sides whose poll came due while paused
         self._poll_again: dict[str, bool | None] = {}  # side -> rpc flag of a re-probe asked during a poll
         self._poll_timers: dict[str, Any] = {}
+        self._arrived: dict[str, SideSnapshot] = {}    # snapshots held for one compositor pass
+        self._show_timer: Any = None
         self._audit_seen = 0
         self._action_busy = False
         self.exit_reason = "quit"
@@ -222,7 +225,7 @@ class ConsoleApp(App[int]):
             pane.greyed = f"poll failed: {type(e).__name__}: {e}"
             self._hosts_unknown(side)
         else:
-            self.show_snapshot(snap)
+            self._hold(snap)
         finally:
             self._poll_inflight.pop(side, None)
             again = side in self._poll_again
@@ -231,6 +234,27 @@ class ConsoleApp(App[int]):
                 self._start_poll(side, rpc_again)
             elif self.poll_enabled:
                 self._arm(side, self._to_next_beat())
+
+    def _hold(self, snap: SideSnapshot) -> None:
+        """Show a side's snapshot together with the others of its beat.
+
+        The sides of a beat finish tens of milliseconds apart; shown one by one, each costs its own
+        compositor pass (most of the console's idle CPU). A snapshot waits for the sides still being
+        probed, at most SHOW_HOLD_S, so a hung side never holds the others back longer than that."""
+        self._arrived[snap.name] = snap
+        if not set(self._poll_inflight) - {snap.name}:
+            self._show_arrived()
+        elif self._show_timer is None:
+            self._show_timer = self.set_timer(SHOW_HOLD_S, self._show_arrived)
+
+    def _show_arrived(self) -> None:
+        if self._show_timer is not None:
+            self._show_timer.stop()
+            self._show_timer = None
+        arrived, self._arrived = self._arrived, {}
+        with self.batch_update():
+            for snap in arrived.values():
+                self.show_snapshot(snap)
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
         self.snaps[snap.name] = snap

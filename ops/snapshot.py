@@ -106,6 +106,7 @@ class Prober:
         self.checkpoints = CheckpointCache()
         self._last_rpc: dict[str, tuple[float, ServerProbe]] = {}
         self._last_vram: dict[str, tuple[float, VramReading]] = {}
+        self._vram_reads: dict[str, asyncio.Task[VramReading]] = {}   # host -> the read under way
         self._watch_by_side: dict[tuple[str, str, str], set[int]] = {}
         self._watch: dict[str, set[int]] = {}
         self._adapter_records: dict[str, tuple[tuple, dict | None]] = {}
@@ -169,9 +170,21 @@ class Prober:
         last = self._last_vram.get(host)
         if not force and last is not None and time.time() - last[0] < self.vram_every_s:
             return last[1]
-        reading = await read_vram(self.rig.hosts[host], self.hosts[host], timeout)
-        self._last_vram[host] = (time.time(), reading)
-        return reading
+        # Sides sharing a GPU host poll on the same beat: one nvidia-smi (or NVML) read serves them all.
+        # shield: one side's poll timing out must not cancel the read another side is waiting on.
+        task = self._vram_reads.get(host)
+        if task is None:
+            task = self._vram_reads[host] = asyncio.ensure_future(self._read_vram(host, timeout))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved even if unawaited
+        return await asyncio.shield(task)
+
+    async def _read_vram(self, host: str, timeout: float) -> VramReading:
+        try:
+            reading = await read_vram(self.rig.hosts[host], self.hosts[host], timeout)
+            self._last_vram[host] = (time.time(), reading)
+            return reading
+        finally:
+            self._vram_reads.pop(host, None)
 
     def _carry_rpc(self, name: str, server: ServerProbe, probed: bool) -> ServerProbe:
         if probed:

@@ -196,3 +196,35 @@ def test_wrong_host_key_is_refused_with_instructions(rig_dir: Path, ssh_cfg, ssh
     assert s["state"] == "UNKNOWN"
     text = " ".join(s["evidence"]) + s["summary"]
     assert str(wrong) in text and "ssh-keyscan" in text, text
+
+
+class _CountingHost(LocalHost):
+    """The real local host, counting the nvidia-smi GPU queries it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gpu_queries = 0
+
+    async def run(self, argv, timeout, **kw):
+        if any(a.startswith("--query-gpu") for a in argv):
+            self.gpu_queries += 1
+        return await super().run(argv, timeout, **kw)
+
+
+def test_sides_on_one_gpu_host_share_one_vram_read(rig_dir: Path) -> None:
+    rig = load_config(rig_dir / "rig.yaml")
+    host = _CountingHost()
+
+    async def go():
+        async with open_rig(rig) as live:
+            hosts = {name: host for name in live.hosts}
+            prober = Prober(rig, hosts, vram_every_s=0.0)
+            first = await asyncio.gather(*(prober.side(s, rpc=False) for s in rig.sides))
+            after_one_beat = host.gpu_queries
+            await asyncio.gather(*(prober.side(s, rpc=False) for s in rig.sides))
+            return first, after_one_beat, host.gpu_queries
+
+    first, after_one_beat, after_two = asyncio.run(go())
+    assert all(s.vram is not None and s.vram.ok for s in first), [s.vram for s in first]
+    assert first[0].vram is first[1].vram          # the same reading, not two of the same GPU
+    assert (after_one_beat, after_two) == (1, 2)   # one read per beat, and a new one on the next beat

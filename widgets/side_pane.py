@@ -41,6 +41,7 @@ class SidePane(Vertical, can_focus=True):
         super().__init__(id=f"side-{side}", classes="side-pane", **kw)
         self.side = side
         self.border_title = side
+        self._parts: list[SidePart] = []
 
     def compose(self) -> ComposeResult:
         yield PollNote(id="poll-note")
@@ -54,7 +55,9 @@ class SidePane(Vertical, can_focus=True):
         yield LogTail(classes="log-tail")
 
     def watch_snap(self, snap: SideSnapshot | None) -> None:
-        for part in self.query(SidePart):
+        if not self._parts:   # the parts are fixed once composed: not a DOM query every poll
+            self._parts = list(self.query(SidePart))
+        for part in self._parts:
             part.snap = snap
         if snap is not None:
             subtitle = f"{snap.side.server.host} / {snap.side.evaluator.host}"

@@ -346,6 +346,46 @@ async def test_a_hung_host_greys_only_its_own_pane() -> None:
         assert ("probe", "A", True) in b.calls
 
 
+class SlowBBackend(FakeBackend):
+    """B's probe takes 20 ms longer than A's, as a remote side does."""
+
+    async def probe(self, side: str, rpc: bool | None = None):
+        if side == "B":
+            await asyncio.sleep(0.02)
+        return await super().probe(side, rpc)
+
+
+async def test_the_sides_of_a_beat_are_shown_together() -> None:
+    app = ConsoleApp(SlowBBackend(), poll=False)
+    shown: list[tuple[str, bool]] = []
+    orig = app.show_snapshot
+
+    def spy(snap) -> None:
+        shown.append((snap.name, app._batch_count > 0))
+        orig(snap)
+    app.show_snapshot = spy   # type: ignore[method-assign]
+    async with app.run_test() as pilot:
+        await settle(pilot)
+        for side in app.sides:
+            app._start_poll(side, None)
+        await pilot.pause(0.005)
+        assert ("probe", "A", None) in app.backend.calls and app.main.pane("A").snap is None   # A held for B
+        await settle(pilot)
+        assert shown == [("A", True), ("B", True)]     # one batch: one compositor pass
+
+
+async def test_a_hung_side_holds_the_others_back_no_longer_than_the_hold() -> None:
+    b = FakeBackend()
+    b.hang = {"B"}
+    app = ConsoleApp(b, poll=False)
+    async with app.run_test() as pilot:
+        await settle(pilot)
+        for side in app.sides:
+            app._start_poll(side, None)
+        await pilot.pause(0.2)                # > SHOW_HOLD_S
+        assert app.main.pane("A").snap is b.snaps["A"]
+
+
 # ----- the recovery wizard -----------------------------------------------------------------------------
 
 async def test_wizard_walks_every_step_to_fresh() -> None:
