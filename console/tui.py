@@ -309,6 +309,10 @@ def _launch_demo_sides(config_path: Path) -> None:
         print(f"carla-console --demo: {p}", file=sys.stderr)
 
 
+def _import_ui() -> None:
+    import console.app  # noqa: F401  (Textual and the widgets: about a third of a second)
+
+
 def run(args: argparse.Namespace) -> int:
     from ops.config import default_config_path, load_config
 
@@ -320,7 +324,11 @@ def run(args: argparse.Namespace) -> int:
             from ops.sim import rig as sim
             demo_dir = Path(tempfile.mkdtemp(prefix="carla-console-demo-"))
             print(f"carla-console --demo: starting a simulated rig in {demo_dir} …", file=sys.stderr)
+            # sim.up mostly waits for its fake servers to answer: import the UI meanwhile.
+            importer = threading.Thread(target=_import_ui, daemon=True, name="demo-import")
+            importer.start()
             config_path = Path(sim.up(demo_dir, start_evaluators=False))
+            importer.join()
             # The sides launch (plan, guard, detached harness) while the first frame is already up:
             # the operator sees them go from absent to running, as on a real rig.
             launcher = threading.Thread(target=_launch_demo_sides, args=(config_path,), daemon=True,

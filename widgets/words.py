@@ -51,10 +51,12 @@ def duration(seconds: float | None) -> str:
 
 
 def uptime(seconds: float | None) -> str:
-    """A process's age, to the minute once past the first one (42s, 7m, 3h12m, 2d04h). Seconds of a
-    20-hour server's uptime tell an operator nothing, and a line that changes every second repaints every
-    second."""
-    if seconds is not None and 60 <= seconds < 3600:
+    """A process's age, to the minute (<1m, 7m, 3h12m, 2d04h). Seconds of a server's uptime tell an
+    operator nothing the ALIVE word and the heartbeat do not, and a line that changes every second
+    repaints every second."""
+    if seconds is not None and 0 <= seconds < 60:
+        return "<1m"
+    if seconds is not None and seconds < 3600:
         return f"{int(seconds) // 60}m"
     return duration(seconds)
 

@@ -172,3 +172,36 @@ def test_hang_recovered_from_keys_in_tmux(tmp_path: Path) -> None:
         stop_harnesses(rig_dir / "state")
         sim.down(rig_dir)
     assert exited, f"the console did not exit on SIGHUP:\n{stuck}"
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux not installed")
+def test_demo_comes_up_runs_both_sides_and_cleans_up_on_quit(tmp_path: Path) -> None:
+    """The README's first command: `carla-console --demo` starts its own sim rig, launches both sides
+    through the guard, and on `q` stops exactly what it started and removes its directory."""
+    from ops.sim import rig as sim
+
+    tmux = Tmux(f"cc-demo-{os.getpid()}")
+    # TMPDIR puts the demo's directory under tmp_path, where the test can find it (and clean up after a
+    # failure by the pids the demo recorded).
+    tmux.start(["env", "-u", "COLUMNS", "-u", "LINES", f"TMPDIR={tmp_path}", str(ENTRY), "--demo"])
+    app = psutil.Process(tmux.pane_pid) if tmux.pane_pid else None
+    try:
+        up = tmux.wait(lambda t: t.count("server ALIVE") == 2 and t.count("eval   ALIVE running") == 2, 60,
+                       "both demo sides running")
+        assert up.count("FRESH") >= 2 and "A relaunch done" in up and "B relaunch done" in up, up
+        demo_dirs = list(tmp_path.glob("carla-console-demo-*"))
+        assert len(demo_dirs) == 1
+        tmux.keys("q")
+        assert app is not None and _wait_exit(app, 30), "the demo did not exit on q"
+        assert not list(tmp_path.glob("carla-console-demo-*")), "the demo left its directory behind"
+    finally:
+        for d in tmp_path.glob("carla-console-demo-*"):
+            stop_harnesses(d / "state")
+            sim.down(d)
+        if app is not None and not _wait_exit(app, 0):
+            app.kill()
+        if tmux.server_pid is not None:
+            try:
+                os.kill(tmux.server_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
