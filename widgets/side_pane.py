@@ -58,7 +58,7 @@ class SidePane(Vertical, can_focus=True):
         if not self._parts:   # the parts are fixed once composed: not a DOM query every poll
             self._parts = list(self.query(SidePart))
         for part in self._parts:
-            part.snap = snap
+            part.show(snap)
         if snap is not None:
             subtitle = f"{snap.side.server.host} / {snap.side.evaluator.host}"
             if self.border_subtitle != subtitle:   # every assignment repaints the whole pane

@@ -1,7 +1,7 @@
 """The lines of a side pane, one small widget per idea.
 
-Each part gets the side's latest SideSnapshot set on its `snap` attribute by the pane (attributes down)
-and renders one line from it. Parts never probe anything and never hold ops objects beyond the snapshot.
+Each part is handed the side's latest SideSnapshot by the pane (`show`: attributes down) and renders one
+line from it. Parts never probe anything and never hold ops objects beyond the snapshot.
 Times are measured against the snapshot's own `at`, not the wall clock, so a frozen snapshot renders the
 same text every time (the snapshot tests rely on it) and a stale one does not pretend to be live.
 """
@@ -25,11 +25,13 @@ class SidePart(Widget):
     snapshot is set and the part repaints only when it changed (repainting every part every second was
     most of the console's idle CPU)."""
 
-    snap: reactive[SideSnapshot | None] = reactive(None, repaint=False)
     label = ""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        # A plain attribute, not a reactive: the pane hands every part a snapshot every poll, and
+        # Textual's reactive machinery cost more than building the line.
+        self.snap: SideSnapshot | None = None
         self._text: Text | None = None
 
     def _build(self) -> Text:
@@ -43,7 +45,8 @@ class SidePart(Widget):
             self._text = text
             self.refresh()
 
-    def watch_snap(self, _snap: SideSnapshot | None) -> None:
+    def show(self, snap: SideSnapshot | None) -> None:
+        self.snap = snap
         self.rebuild()
 
     def on_resize(self) -> None:
@@ -214,16 +217,26 @@ class LogTail(SidePart):
 
     label = "log"
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._tail: tuple[str, ...] | None = None
+        self._tail_text = Text()
+
     def line(self, s: SideSnapshot) -> Text:
         if not s.log_tail:
             return Text("log    (no lines)", style="dim")
-        return Text("\n".join(_printable(ln.rstrip()[:300]) for ln in s.log_tail), style="dim")
+        if s.log_tail != self._tail:   # a quiet log keeps its lines: do not clean them again every poll
+            self._tail = s.log_tail
+            self._tail_text = Text("\n".join(_printable(ln.rstrip()[:300]) for ln in s.log_tail), style="dim")
+        return self._tail_text
 
 
 def _printable(line: str) -> str:
     """An evaluator's log carries terminal escapes and carriage returns (progress bars): shown raw they
     would move the cursor and garble the pane."""
     line = _ESCAPES.sub("", line).rsplit("\r", 1)[-1]
+    if line.isprintable():
+        return line
     return "".join(c if c.isprintable() else "·" for c in line)
 
 
