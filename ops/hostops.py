@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal as _signal
+import socket
 import time
 from dataclasses import dataclass
 
@@ -92,10 +93,12 @@ class TcpCheck:
 
 
 async def tcp_check(address: str, port: int, timeout: float) -> TcpCheck:
+    """Does address:port accept a TCP connection? A bare socket connect, closed at once: no stream
+    objects, since this runs for every side on every poll."""
     t0 = time.perf_counter()
     what = f"tcp connect {address}:{port}"
     try:
-        _reader, writer = await asyncio.wait_for(asyncio.open_connection(address, port), timeout)
+        await asyncio.wait_for(_connect(address, port), timeout)
     except ConnectionRefusedError as e:
         took = (time.perf_counter() - t0) * 1e3
         return TcpCheck(False, Evidence(what, True, detail="refused", error=str(e), took_ms=took))
@@ -105,13 +108,31 @@ async def tcp_check(address: str, port: int, timeout: float) -> TcpCheck:
     except OSError as e:
         took = (time.perf_counter() - t0) * 1e3
         return TcpCheck(None, Evidence(what, False, error=f"{type(e).__name__}: {e}", took_ms=took))
-    writer.close()
-    try:
-        await asyncio.wait_for(writer.wait_closed(), 1.0)
-    except (asyncio.TimeoutError, OSError):
-        pass  # the connect already answered the question; a slow close changes nothing
     took = (time.perf_counter() - t0) * 1e3
     return TcpCheck(True, Evidence(what, True, detail="accepted", took_ms=took))
+
+
+async def _connect(address: str, port: int) -> None:
+    loop = asyncio.get_running_loop()
+    try:   # a numeric address needs no resolver (and no thread)
+        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        infos = await loop.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+    if not infos:
+        raise OSError(f"no address for {address}")
+    errors: list[OSError] = []
+    for family, type_, proto, _, addr in infos:   # localhost may be ::1 first: try each, as create_connection does
+        sock = socket.socket(family, type_, proto)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, addr)
+            return
+        except OSError as e:
+            errors.append(e)
+        finally:
+            sock.close()
+    # Refused only when every address refused (positive absence); any other failure cannot tell.
+    raise next((e for e in errors if not isinstance(e, ConnectionRefusedError)), errors[0])
 
 
 def _local_established(port: int) -> tuple[list[tuple[str, int]], str | None]:

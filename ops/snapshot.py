@@ -92,6 +92,9 @@ class SideSnapshot:
         }
 
 
+SHARE_TABLE_S = 0.25   # a cadence poll may use a host's process table scanned this recently (same beat)
+
+
 class Prober:
     """Owns the caches a rig's probes share (process scans, checkpoints, last RPC answers)."""
 
@@ -110,15 +113,39 @@ class Prober:
         self._watch_by_side: dict[tuple[str, str, str], set[int]] = {}
         self._watch: dict[str, set[int]] = {}
         self._adapter_records: dict[str, tuple[tuple, dict | None]] = {}
+        self._scans: dict[str, asyncio.Task[ProcTable]] = {}           # host -> its scan under way
+        self._recent: dict[str, tuple[float, ProcTable]] = {}           # host -> (monotonic end, table)
 
-    async def tables(self, host_names: set[str], timeout: float) -> dict[str, ProcTable]:
+    async def tables(self, host_names: set[str], timeout: float, share: bool = False) -> dict[str, ProcTable]:
+        """The process table of each host. share: the sides of one beat (cadence polls, never a plan or
+        a verification) use one scan per host: the one under way, or one that ended SHARE_TABLE_S ago."""
         names = sorted(host_names)
-        # The processes the last snapshot cared about are re-read, not served from the scan cache: a chain
-        # member that exited and became a zombie must show as one now, not at its next cache miss.
-        results = await asyncio.gather(*(process_table(self.hosts[n], timeout,
-                                                       fresh_pids=frozenset(self._watch.get(n, ())))
-                                         for n in names))
+        results = await asyncio.gather(*(self._table(n, timeout, share) for n in names))
         return dict(zip(names, results))
+
+    async def _table(self, host: str, timeout: float, share: bool) -> ProcTable:
+        if not share:
+            return await self._scan(host, timeout)
+        recent = self._recent.get(host)
+        if recent is not None and time.monotonic() - recent[0] < SHARE_TABLE_S:
+            return recent[1]
+        task = self._scans.get(host)
+        if task is None:
+            task = self._scans[host] = asyncio.ensure_future(self._scan(host, timeout))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved even if unawaited
+        # shield: one side's poll timing out must not cancel the scan another side is waiting on.
+        return await asyncio.shield(task)
+
+    async def _scan(self, host: str, timeout: float) -> ProcTable:
+        try:
+            # The processes the last snapshot cared about are re-read, not served from the scan cache: a
+            # chain member that exited and became a zombie must show as one now, not at its next cache miss.
+            table = await process_table(self.hosts[host], timeout, fresh_pids=frozenset(self._watch.get(host, ())))
+            self._recent[host] = (time.monotonic(), table)
+            return table
+        finally:
+            if self._scans.get(host) is asyncio.current_task():
+                del self._scans[host]
 
     def _remember(self, snap: SideSnapshot) -> None:
         side = snap.side
@@ -136,7 +163,7 @@ class Prober:
         side = self.rig.sides[name]
         timeout = side.server.probe_timeout_s
         if tables is None:
-            tables = await self.tables({side.server.host, side.evaluator.host}, timeout)
+            tables = await self.tables({side.server.host, side.evaluator.host}, timeout, share=rpc is None)
         ev_host = self.hosts[side.evaluator.host]
         last = self._last_rpc.get(name)
         due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_every_s)

@@ -228,3 +228,28 @@ def test_sides_on_one_gpu_host_share_one_vram_read(rig_dir: Path) -> None:
     assert all(s.vram is not None and s.vram.ok for s in first), [s.vram for s in first]
     assert first[0].vram is first[1].vram          # the same reading, not two of the same GPU
     assert (after_one_beat, after_two) == (1, 2)   # one read per beat, and a new one on the next beat
+
+
+def test_cadence_polls_of_one_beat_share_a_scan_and_checks_scan_fresh(rig_dir: Path, monkeypatch) -> None:
+    from ops.procs import LocalProcScanner
+    scans: list[float] = []
+    real_scan = LocalProcScanner.scan
+
+    def counting_scan(self, fresh_pids=frozenset()):
+        scans.append(time.monotonic())
+        return real_scan(self, fresh_pids)
+    monkeypatch.setattr(LocalProcScanner, "scan", counting_scan)
+    rig = load_config(rig_dir / "rig.yaml")
+
+    async def go():
+        async with open_rig(rig) as live:
+            prober = Prober(rig, live.hosts)
+            await asyncio.gather(*(prober.side(s) for s in rig.sides))          # one beat: one scan
+            beat = len(scans)
+            await prober.side("A", rpc=True)                                      # `g` / a plan: fresh
+            checked = len(scans)
+            await asyncio.sleep(0.3)
+            await asyncio.gather(*(prober.side(s) for s in rig.sides))          # the next beat scans again
+            return beat, checked, len(scans)
+
+    assert asyncio.run(go()) == (1, 2, 3)
