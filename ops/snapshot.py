@@ -120,6 +120,8 @@ class Prober:
         """The process table of each host. share: the sides of one beat (cadence polls, never a plan or
         a verification) use one scan per host: the one under way, or one that ended SHARE_TABLE_S ago."""
         names = sorted(host_names)
+        if len(names) == 1:   # a side on one host: no task for gather to make
+            return {names[0]: await self._table(names[0], timeout, share)}
         results = await asyncio.gather(*(self._table(n, timeout, share) for n in names))
         return dict(zip(names, results))
 
@@ -167,12 +169,21 @@ class Prober:
         ev_host = self.hosts[side.evaluator.host]
         last = self._last_rpc.get(name)
         due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_every_s)
-        server_t = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
-                                rpc_overhead_s=self.rpc_overhead_s)
-        hb_t = probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s, timeout)
-        ev_t = probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout)
-        vram_t = self._vram(side.server.host, timeout, force=bool(rpc))
-        server, hb, ev, vram = await asyncio.gather(server_t, hb_t, ev_t, vram_t)
+        probes = (
+            lambda: probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
+                                 rpc_overhead_s=self.rpc_overhead_s),
+            lambda: probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s,
+                                    timeout),
+            lambda: probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout),
+            lambda: self._vram(side.server.host, timeout, force=bool(rpc)),
+        )
+        if (not due and self._vram_cached(side.server.host, force=bool(rpc))
+                and self.hosts[side.server.host].is_local and ev_host.is_local):
+            # All local, no RPC and no VRAM read due: each probe is a fraction of a millisecond, less
+            # than the tasks gather would make for them. Remote or slow probes still run side by side.
+            server, hb, ev, vram = [await p() for p in probes]
+        else:
+            server, hb, ev, vram = await asyncio.gather(*(p() for p in probes))
         server = self._carry_rpc(name, server, due)
         lines: tuple[str, ...] = ()
         if tail:
@@ -193,10 +204,13 @@ class Prober:
             cached = self._adapter_records[name] = (key, read_record(self.rig, name))
         return cached[1]
 
-    async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
+    def _vram_cached(self, host: str, force: bool) -> bool:
         last = self._last_vram.get(host)
-        if not force and last is not None and time.time() - last[0] < self.vram_every_s:
-            return last[1]
+        return not force and last is not None and time.time() - last[0] < self.vram_every_s
+
+    async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
+        if self._vram_cached(host, force):
+            return self._last_vram[host][1]
         # Sides sharing a GPU host poll on the same beat: one nvidia-smi (or NVML) read serves them all.
         # shield: one side's poll timing out must not cancel the read another side is waiting on.
         task = self._vram_reads.get(host)
