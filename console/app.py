@@ -1,7 +1,7 @@
 """The Textual app: polling workers, the action flows, and the screens they show.
 
-Polling (Dolphie's rule): one async worker per side per cycle, re-armed only after the previous one
-finished, so a slow host never piles up probes; each poll runs under a timeout, and a poll that hangs or
+Polling (Dolphie's rule): one long-lived loop per side that polls, then waits for the next beat (or a
+re-probe), so a slow host never piles up probes; each poll runs under a timeout, and a poll that hangs or
 fails greys only its own pane. A side's polling pauses while a confirmation modal is open for it, so the
 screen under the modal does not move while the operator reads the plan.
 
@@ -88,8 +88,8 @@ class ConsoleApp(App[int]):
         self._poll_inflight: dict[str, float] = {}     # side -> monotonic start of its running poll
         self._poll_paused: set[str] = set()
         self._poll_missed: set[str] = set()            # sides whose poll came due while paused
-        self._poll_again: dict[str, bool | None] = {}  # side -> rpc flag of a re-probe asked during a poll
-        self._poll_timers: dict[str, Any] = {}
+        self._poll_wanted: dict[str, bool | None] = {}  # side -> rpc flag of the poll asked for
+        self._poll_wake: dict[str, asyncio.Event] = {}   # set: that side's loop polls now
         self._arrived: dict[str, SideSnapshot] = {}    # snapshots held for one compositor pass
         self._show_timer: Any = None
         self._audit_seen = 0
@@ -127,8 +127,10 @@ class ConsoleApp(App[int]):
             return
         self.feed_audit(first=True)
         self.set_interval(1.0, self._tick)
-        if self.poll_enabled:
-            for side in self.sides:
+        for side in self.sides:
+            self._poll_wake[side] = asyncio.Event()
+            self.run_worker(self._poll_loop(side), group=f"poll-{side}", exit_on_error=False)
+            if self.poll_enabled:
                 self._start_poll(side, None)
 
     def _install_signals(self) -> None:
@@ -197,25 +199,42 @@ class ConsoleApp(App[int]):
         delay = period - (time.monotonic() % period)
         return delay + period if delay < period / 2 else delay
 
-    def _arm(self, side: str, delay: float) -> None:
-        old = self._poll_timers.pop(side, None)
-        if old is not None:
-            old.stop()
-        self._poll_timers[side] = self.set_timer(delay, lambda: self._start_poll(side, None))
-
     def _start_poll(self, side: str, rpc: bool | None) -> None:
-        if side in self._poll_inflight:
-            self._poll_again[side] = rpc if rpc is not None else self._poll_again.get(side)
+        """Ask for a poll of side now (rpc as for Prober.side); one asked during a poll runs after it."""
+        wake = self._poll_wake.get(side)
+        if wake is None:        # the rig never opened: nothing polls
             return
-        if side in self._poll_paused:
-            self._poll_missed.add(side)
-            return
-        self._poll_inflight[side] = time.monotonic()
-        self.run_worker(self._poll(side, rpc), group=f"poll-{side}", exit_on_error=False)
+        if rpc or side not in self._poll_wanted:
+            self._poll_wanted[side] = rpc
+        wake.set()
+
+    async def _poll_loop(self, side: str) -> None:
+        """Side's polls, one at a time, for the app's life: a poll, then a wait for the next beat.
+
+        A loop and not a worker (and a timer) per poll: those cost more than the poll on an idle rig."""
+        loop = asyncio.get_running_loop()
+        wake = self._poll_wake[side]
+        while True:
+            beat = loop.call_later(self._to_next_beat(), wake.set) if self.poll_enabled else None
+            try:
+                await wake.wait()
+            finally:
+                if beat is not None:
+                    beat.cancel()
+            wake.clear()
+            if side in self._poll_paused:
+                self._poll_missed.add(side)
+                continue
+            rpc = self._poll_wanted.pop(side, None)
+            try:
+                await self._poll(side, rpc)
+            except Exception as e:  # never leave the side without polls
+                self.note(f"internal error in the poll of {side}: {type(e).__name__}: {e}")
 
     async def _poll(self, side: str, rpc: bool | None) -> None:
         pane = self.main.pane(side)
         timeout = self.poll_timeout(side)
+        self._poll_inflight[side] = time.monotonic()
         try:
             snap = await asyncio.wait_for(self.backend.probe(side, rpc), timeout)
         except asyncio.TimeoutError:
@@ -225,15 +244,10 @@ class ConsoleApp(App[int]):
             pane.greyed = f"poll failed: {type(e).__name__}: {e}"
             self._hosts_unknown(side)
         else:
+            self._poll_inflight.pop(side, None)   # before the hold: it waits only for the other sides
             self._hold(snap)
         finally:
             self._poll_inflight.pop(side, None)
-            again = side in self._poll_again
-            rpc_again = self._poll_again.pop(side, None)
-            if again:
-                self._start_poll(side, rpc_again)
-            elif self.poll_enabled:
-                self._arm(side, self._to_next_beat())
 
     def _hold(self, snap: SideSnapshot) -> None:
         """Show a side's snapshot together with the others of its beat.
@@ -302,9 +316,6 @@ class ConsoleApp(App[int]):
 
     def reprobe(self, side: str) -> None:
         """`g`: probe now, with the carla RPC check, without waiting for the cadence."""
-        old = self._poll_timers.pop(side, None)
-        if old is not None:
-            old.stop()
         self._start_poll(side, True)
         self.notify(f"re-probing {side}", timeout=2)
 

@@ -186,9 +186,10 @@ def test_demo_comes_up_runs_both_sides_and_cleans_up_on_quit(tmp_path: Path) -> 
     tmux.start(["env", "-u", "COLUMNS", "-u", "LINES", f"TMPDIR={tmp_path}", str(ENTRY), "--demo"])
     app = psutil.Process(tmux.pane_pid) if tmux.pane_pid else None
     try:
-        up = tmux.wait(lambda t: t.count("server ALIVE") == 2 and t.count("eval   ALIVE running") == 2, 60,
-                       "both demo sides running")
-        assert up.count("FRESH") >= 2 and "A relaunch done" in up and "B relaunch done" in up, up
+        # The event log is fed from the audit trail once a second: wait for its lines too.
+        up = tmux.wait(lambda t: t.count("server ALIVE") == 2 and t.count("eval   ALIVE running") == 2
+                       and "A relaunch done" in t and "B relaunch done" in t, 60, "both demo sides running")
+        assert up.count("FRESH") >= 2, up
         demo_dirs = list(tmp_path.glob("carla-console-demo-*"))
         assert len(demo_dirs) == 1
         tmux.keys("q")
