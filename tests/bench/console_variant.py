@@ -5,10 +5,7 @@
 MODE:
   no-poll   the TUI with its poll loop off: panes drawn once, the 1 s tick only (Textual's own floor)
   ops-only  no UI: the TUI's poll path (LiveBackend.probe per side, log tail included, 1 s apart after
-            each poll ends, like ConsoleApp._arm) — the ops share of the cost
-  dedup     the real TUI with one change, patched in here (widgets/ is not ours to edit): a pane hands
-            a new snapshot only to the parts whose rendered line changed, so unchanged lines are not
-            re-rendered and the compositor repaints less
+            each poll ends) — the ops share of the cost
 """
 from __future__ import annotations
 
@@ -18,22 +15,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-
-def patch_dedup() -> None:
-    from widgets.side_pane import SidePane
-    from widgets.side_parts import SidePart
-
-    def watch_snap(self, snap) -> None:  # the proposed SidePane.watch_snap
-        for part in self.query(SidePart):
-            new = part.line(snap) if snap is not None else None
-            if new is None or getattr(part, "_last_line", None) != new:
-                part._last_line = new
-                part.snap = snap
-        if snap is not None:
-            self.border_subtitle = f"{snap.side.server.host} / {snap.side.evaluator.host}"
-
-    SidePane.watch_snap = watch_snap
 
 
 async def ops_only(rig_yaml: str) -> None:
@@ -58,7 +39,7 @@ async def ops_only(rig_yaml: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["no-poll", "ops-only", "dedup"])
+    ap.add_argument("mode", choices=["no-poll", "ops-only"])
     ap.add_argument("rig")
     a = ap.parse_args()
     if a.mode == "ops-only":
@@ -69,9 +50,6 @@ def main() -> int:
         return 0
     from console import tui
     from ops.config import load_config
-    if a.mode == "dedup":
-        patch_dedup()
-        return tui.run(argparse.Namespace(config=a.rig, read_only=False, demo=False))
     from console.app import ConsoleApp
     return int(ConsoleApp(tui.LiveBackend(load_config(a.rig)), poll=False).run() or 0)
 

@@ -36,7 +36,7 @@ def main() -> int:
                     "(collapsed stacks to FILE; the sampling perturbs the CPU figure a little)")
     ap.add_argument("--cprofile", metavar="FILE", help="run the console under cProfile (pstats to FILE, "
                     "written when it quits; inflates the CPU figure: for the breakdown only)")
-    ap.add_argument("--variant", choices=["real", "no-poll", "ops-only", "dedup"], default="real",
+    ap.add_argument("--variant", choices=["real", "no-poll", "ops-only"], default="real",
                     help="real: the entry point (the target); others: tests/bench/console_variant.py, to "
                          "attribute the cost")
     a = ap.parse_args()
