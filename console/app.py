@@ -1,4 +1,4 @@
-"""The Textual app: polling workers, the action flows, and the screens they show.
+"""The Textual app: the poll loops, the action flows, and the screens they show.
 
 Polling (Dolphie's rule): one long-lived loop per side that polls, then waits for the next beat (or a
 re-probe), so a slow host never piles up probes; each poll runs under a timeout, and a poll that hangs or

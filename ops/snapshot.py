@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ops.files import tail_lines
 from ops.hostops import process_table
@@ -93,6 +95,23 @@ class SideSnapshot:
 
 
 SHARE_TABLE_S = 0.25   # a cadence poll may use a host's process table scanned this recently (same beat)
+T = TypeVar("T")
+
+
+async def _shared(running: dict[str, asyncio.Task[T]], key: str, start: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """The work under way for key, or new work: concurrent callers share one. shield: a caller that times
+    out (one side's poll) does not cancel the work the other callers are waiting on."""
+    task = running.get(key)
+    if task is None:
+        task = running[key] = asyncio.ensure_future(start())
+
+        def done(t: asyncio.Task[T]) -> None:
+            if running.get(key) is t:
+                del running[key]
+            if not t.cancelled():
+                t.exception()   # retrieved even when every caller has gone
+        task.add_done_callback(done)
+    return await asyncio.shield(task)
 
 
 class Prober:
@@ -131,23 +150,14 @@ class Prober:
         recent = self._recent.get(host)
         if recent is not None and time.monotonic() - recent[0] < SHARE_TABLE_S:
             return recent[1]
-        task = self._scans.get(host)
-        if task is None:
-            task = self._scans[host] = asyncio.ensure_future(self._scan(host, timeout))
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved even if unawaited
-        # shield: one side's poll timing out must not cancel the scan another side is waiting on.
-        return await asyncio.shield(task)
+        return await _shared(self._scans, host, lambda: self._scan(host, timeout))
 
     async def _scan(self, host: str, timeout: float) -> ProcTable:
-        try:
-            # The processes the last snapshot cared about are re-read, not served from the scan cache: a
-            # chain member that exited and became a zombie must show as one now, not at its next cache miss.
-            table = await process_table(self.hosts[host], timeout, fresh_pids=frozenset(self._watch.get(host, ())))
-            self._recent[host] = (time.monotonic(), table)
-            return table
-        finally:
-            if self._scans.get(host) is asyncio.current_task():
-                del self._scans[host]
+        # The processes the last snapshot cared about are re-read, not served from the scan cache: a chain
+        # member that exited and became a zombie must show as one now, not at its next cache miss.
+        table = await process_table(self.hosts[host], timeout, fresh_pids=frozenset(self._watch.get(host, ())))
+        self._recent[host] = (time.monotonic(), table)
+        return table
 
     def _remember(self, snap: SideSnapshot) -> None:
         side = snap.side
@@ -212,20 +222,12 @@ class Prober:
         if self._vram_cached(host, force):
             return self._last_vram[host][1]
         # Sides sharing a GPU host poll on the same beat: one nvidia-smi (or NVML) read serves them all.
-        # shield: one side's poll timing out must not cancel the read another side is waiting on.
-        task = self._vram_reads.get(host)
-        if task is None:
-            task = self._vram_reads[host] = asyncio.ensure_future(self._read_vram(host, timeout))
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved even if unawaited
-        return await asyncio.shield(task)
+        return await _shared(self._vram_reads, host, lambda: self._read_vram(host, timeout))
 
     async def _read_vram(self, host: str, timeout: float) -> VramReading:
-        try:
-            reading = await read_vram(self.rig.hosts[host], self.hosts[host], timeout)
-            self._last_vram[host] = (time.time(), reading)
-            return reading
-        finally:
-            self._vram_reads.pop(host, None)
+        reading = await read_vram(self.rig.hosts[host], self.hosts[host], timeout)
+        self._last_vram[host] = (time.time(), reading)
+        return reading
 
     def _carry_rpc(self, name: str, server: ServerProbe, probed: bool) -> ServerProbe:
         if probed:
