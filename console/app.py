@@ -22,6 +22,7 @@ from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -266,9 +267,12 @@ class ConsoleApp(App[int]):
             self._show_timer.stop()
             self._show_timer = None
         arrived, self._arrived = self._arrived, {}
-        with self.batch_update():
-            for snap in arrived.values():
-                self.show_snapshot(snap)
+        try:
+            with self.batch_update():
+                for snap in arrived.values():
+                    self.show_snapshot(snap)
+        except NoMatches:
+            pass   # the hold ended while the app was exiting: its panes are gone, nothing to show
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
         self.snaps[snap.name] = snap

@@ -33,6 +33,12 @@ class SidePart(Widget):
         # Textual's reactive machinery cost more than building the line.
         self.snap: SideSnapshot | None = None
         self._text: Text | None = None
+        self._inputs: tuple | None = None
+
+    def inputs(self, s: SideSnapshot) -> tuple | None:
+        """What of s the line is made from, where that is cheaper to compare than the line is to build;
+        None: build the line every time."""
+        return None
 
     def _build(self) -> Text:
         if self.snap is None:
@@ -40,6 +46,10 @@ class SidePart(Widget):
         return self.line(self.snap)
 
     def rebuild(self) -> None:
+        inputs = None if self.snap is None else self.inputs(self.snap)
+        if inputs is not None and inputs == self._inputs and self._text is not None:
+            return      # made from the same values: the same line
+        self._inputs = inputs
         text = self._build()
         if self._text is None or _key(text) != _key(self._text):
             self._text = text
@@ -50,7 +60,7 @@ class SidePart(Widget):
         self.rebuild()
 
     def on_resize(self) -> None:
-        self._text = None      # bars follow the width
+        self._text = self._inputs = None      # bars follow the width
         self.rebuild()
 
     def render(self) -> Text:
@@ -80,6 +90,11 @@ class ServerLine(SidePart):
 
     label = "server"
 
+    def inputs(self, s: SideSnapshot) -> tuple:
+        sv = s.server
+        return (sv.verdict.state, sv.pid, None if sv.create_time is None else uptime(s.at - sv.create_time),
+                sv.version, s.idle, None if sv.verdict.state is State.ALIVE else sv.verdict.summary)
+
     def line(self, s: SideSnapshot) -> Text:
         sv = s.server
         t = _head("server") + word(sv.verdict.state.value)
@@ -103,6 +118,10 @@ class GpuLine(SidePart):
 
     label = "gpu"
 
+    def inputs(self, s: SideSnapshot) -> tuple:
+        gpu = s.gpu_of_server()
+        return (s.server.adapter, s.side.server.adapter, None if gpu is None else gpu.name)
+
     def line(self, s: SideSnapshot) -> Text:
         adapter = s.server.adapter if s.server.adapter is not None else s.side.server.adapter
         gpu = s.gpu_of_server()
@@ -120,6 +139,9 @@ class PortsLine(SidePart):
 
     def watch_status(self, _status: dict[int, str] | None) -> None:
         self.rebuild()
+
+    def inputs(self, s: SideSnapshot) -> tuple:
+        return (s.side.server.ports, s.side.evaluator.tm_port, self.status)
 
     def line(self, s: SideSnapshot) -> Text:
         rpc, stream, sec = s.side.server.ports
@@ -140,6 +162,11 @@ class VramGauge(SidePart):
     """GPU used/total as a bar, and this server's own share of it."""
 
     label = "vram"
+
+    def inputs(self, s: SideSnapshot) -> tuple:
+        gpu = s.gpu_of_server()
+        return (None if gpu is None else (gpu.used_mb, gpu.total_mb), s.server_vram_mb,
+                s.vram is not None and not s.vram.ok)
 
     def line(self, s: SideSnapshot) -> Text:
         gpu = s.gpu_of_server()
@@ -179,6 +206,13 @@ class EvaluatorLine(SidePart):
 
     label = "eval"
 
+    def inputs(self, s: SideSnapshot) -> tuple:
+        e = s.evaluator
+        # The checkpoint reading is the cached object while the file is unchanged: DS and the last status
+        # come from it.
+        return (e.verdict.state, e.phase, e.harness.attempt if e.harness is not None else None,
+                s.side.evaluator.max_attempts, e.checkpoint)
+
     def line(self, s: SideSnapshot) -> Text:
         e = s.evaluator
         t = _head("eval") + word(e.verdict.state.value)
@@ -196,6 +230,9 @@ class RouteProgress(SidePart):
     """Routes done/total as a bar; an unreadable checkpoint is '?', never 0."""
 
     label = "routes"
+
+    def inputs(self, s: SideSnapshot) -> tuple:
+        return (s.evaluator.checkpoint,)
 
     def line(self, s: SideSnapshot) -> Text:
         cp = s.evaluator.checkpoint
@@ -221,6 +258,9 @@ class LogTail(SidePart):
         super().__init__(*args, **kwargs)
         self._tail: tuple[str, ...] | None = None
         self._tail_text = Text()
+
+    def inputs(self, s: SideSnapshot) -> tuple:
+        return (s.log_tail,)
 
     def line(self, s: SideSnapshot) -> Text:
         if not s.log_tail:

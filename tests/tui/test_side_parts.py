@@ -1,0 +1,65 @@
+"""A pane's parts rebuild a line only when what it is made from changed."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from console.app import ConsoleApp
+from tests.tui.fakes import FakeBackend
+from widgets.side_parts import HeartbeatBar, LogTail, ServerLine, SidePart
+from widgets.words import duration
+
+
+@pytest.fixture
+def built(monkeypatch) -> Counter:
+    """How many times each part class built its line."""
+    counts: Counter = Counter()
+    for cls in SidePart.__subclasses__():
+        orig = cls.line
+
+        def counting(self, s, orig=orig, name=cls.__name__):
+            counts[name] += 1
+            return orig(self, s)
+        monkeypatch.setattr(cls, "line", counting)
+    return counts
+
+
+async def test_a_new_heartbeat_age_rebuilds_the_beat_line_only(built: Counter) -> None:
+    b = FakeBackend()
+    app = ConsoleApp(b, poll=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        snap = b.snaps["A"]
+        app.show_snapshot(snap)
+        await pilot.pause(0.1)
+        built.clear()
+        later = replace(snap, heartbeat=replace(snap.heartbeat, age_s=(snap.heartbeat.age_s or 0) + 1))
+        app.show_snapshot(later)
+        assert set(built) == {"HeartbeatBar"}
+        pane = app.main.pane("A")
+        assert f"FRESH {duration(later.heartbeat.age_s)}" in str(pane.query_one(HeartbeatBar).render())
+
+        built.clear()
+        restarted = replace(later, server=replace(later.server, pid=(later.server.pid or 0) + 1))
+        app.show_snapshot(restarted)
+        assert built["ServerLine"] == 1 and f"pid {restarted.server.pid}" in str(pane.query_one(ServerLine).render())
+
+        built.clear()
+        app.show_snapshot(replace(restarted, log_tail=("a new line",)))
+        assert built["LogTail"] == 1 and "a new line" in str(pane.query_one(LogTail).render())
+        assert "ServerLine" not in built
+
+
+async def test_a_resize_rebuilds_every_line(built: Counter) -> None:
+    b = FakeBackend()
+    app = ConsoleApp(b, poll=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        app.show_snapshot(b.snaps["A"])
+        await pilot.pause(0.1)
+        built.clear()
+        await pilot.resize_terminal(90, 40)
+        await pilot.pause(0.3)
+        assert {"ServerLine", "VramGauge", "RouteProgress"} <= set(built)
