@@ -5,12 +5,15 @@ wrappers installed before it starts: asyncio's Handle._run (each callback's time
 its owner: a Textual timer by name, a worker, a widget's message pump, or a task by its coroutine) and
 Textual's StylesCache.render_widget (per widget class: what a compositor pass spends on each). After a
 warm-up the counters run for a window, then the console writes them to a JSON file and the figures are
-printed: the process, its main thread, and the callbacks, as % of one core.
+printed: the process, its main thread, and the callbacks, as % of one core. With --calls the window
+also runs under cProfile and the number of Python function calls is printed: a count that does not move
+with this shared machine's speed, so it compares two versions of the console across rounds (the CPU
+figures are then inflated by the profiler).
 
 The wrappers cost a little themselves, so the totals read higher than idle.py's; the shares are what
 this is for.
 
-    python tests/bench/loop_cpu.py [--seconds 30] [--warmup 8]
+    python tests/bench/loop_cpu.py [--seconds 30] [--warmup 8] [--calls]
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from common import Tmux, become_subreaper, machine_line, sim_rig  # noqa: E402
 W, H = 120, 40
 
 
-def console(rig: str, out: str, warmup: float, seconds: float) -> int:
+def console(rig: str, out: str, warmup: float, seconds: float, count_calls: bool) -> int:
     """The console side: install the counters, run the entry point, write `out` after the window."""
     import asyncio
     import collections
@@ -87,6 +90,10 @@ def console(rig: str, out: str, warmup: float, seconds: float) -> int:
 
     StylesCache.render_widget = timed_render  # type: ignore[method-assign]
 
+    import cProfile
+    import pstats
+    profile = cProfile.Profile() if count_calls else None
+
     from console import tui
     from console.app import ConsoleApp
     mount = ConsoleApp.on_mount
@@ -98,11 +105,16 @@ def console(rig: str, out: str, warmup: float, seconds: float) -> int:
         def begin() -> None:
             start.update(process=time.process_time(), main=tt(), wall=time.monotonic())
             on[0] = True
+            if profile is not None:
+                profile.enable()
 
         def end() -> None:
             on[0] = False
+            if profile is not None:
+                profile.disable()
             wall = time.monotonic() - start["wall"]
             Path(out).write_text(json.dumps({
+                "calls": pstats.Stats(profile).total_calls if profile is not None else None,  # type: ignore[attr-defined]
                 "wall": wall, "process": time.process_time() - start["process"], "main": tt() - start["main"],
                 "callbacks": {k: [cpu[k], calls[k]] for k in cpu},
                 "widgets": {k: [widget_cpu[k], widget_calls[k]] for k in widget_cpu}}))
@@ -118,10 +130,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=8.0)
+    ap.add_argument("--calls", action="store_true", help="count Python function calls (cProfile) too")
     ap.add_argument("--console", nargs=2, metavar=("RIG", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.console:
-        return console(a.console[0], a.console[1], a.warmup, a.seconds)
+        return console(a.console[0], a.console[1], a.warmup, a.seconds, a.calls)
     become_subreaper()
     print(machine_line())
     out = Path(tempfile.mkdtemp(prefix="carla-bench-loop-")) / "loop.json"
@@ -129,7 +142,7 @@ def main() -> int:
         tmux = Tmux("loop-cpu", W, H)
         try:
             tmux.start([sys.executable, __file__, "--warmup", str(a.warmup), "--seconds", str(a.seconds),
-                        "--console", str(rig_yaml), str(out)])
+                        *(["--calls"] if a.calls else []), "--console", str(rig_yaml), str(out)])
             deadline = time.monotonic() + a.warmup + a.seconds + 60
             while not out.exists() and time.monotonic() < deadline:
                 time.sleep(0.5)
@@ -147,6 +160,9 @@ def main() -> int:
         return f"{100 * s / wall:6.3f} %"
 
     cbs = sum(v[0] for v in r["callbacks"].values())
+    if r.get("calls") is not None:
+        print(f"Python function calls in the window: {r['calls']} ({r['calls'] / wall:.0f} a second; "
+              f"under cProfile, so the CPU figures below are inflated)")
     print(f"window {wall:.1f} s: process {pct(r['process'])}, main thread {pct(r['main'])}, "
           f"asyncio callbacks {pct(cbs)} of one core (the rest of the main thread is the loop itself)")
     print("callbacks, by owner:")
