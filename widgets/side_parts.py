@@ -254,21 +254,13 @@ class LogTail(SidePart):
 
     label = "log"
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._tail: tuple[str, ...] | None = None
-        self._tail_text = Text()
-
     def inputs(self, s: SideSnapshot) -> tuple:
-        return (s.log_tail,)
+        return (s.log_tail,)   # a quiet log keeps its lines: they are not cleaned again every poll
 
     def line(self, s: SideSnapshot) -> Text:
         if not s.log_tail:
             return Text("log    (no lines)", style="dim")
-        if s.log_tail != self._tail:   # a quiet log keeps its lines: do not clean them again every poll
-            self._tail = s.log_tail
-            self._tail_text = Text("\n".join(_printable(ln.rstrip()[:300]) for ln in s.log_tail), style="dim")
-        return self._tail_text
+        return Text("\n".join(_printable(ln.rstrip()[:300]) for ln in s.log_tail), style="dim")
 
 
 def _printable(line: str) -> str:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
+from tests.tmux_driver import Tmux  # noqa: E402,F401  (the benchmarks import it from here)
+
 ENTRY = Path(sys.executable).with_name("carla-console")
 if not ENTRY.exists():
     ENTRY = ROOT / ".venv" / "bin" / "carla-console"
-TMUX = shutil.which("tmux") or "tmux"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -130,79 +131,6 @@ def sim_rig(**up_kw) -> Iterator[Path]:
             sim.down(d / "rig")
         finally:
             shutil.rmtree(d, ignore_errors=True)
-
-
-# ------------------------------------------------------------------------------------------------- tmux
-
-class Tmux:
-    """One tmux server on a private socket running one command (no shell: argv is exec'd directly)."""
-
-    def __init__(self, name: str, width: int = 120, height: int = 40) -> None:
-        self.socket = f"carla-bench-{name}-{os.getpid()}"
-        self.width, self.height = width, height
-        self.server: psutil.Process | None = None
-        self.pane: psutil.Process | None = None
-
-    def cmd(self, *args: str, timeout: float = 10) -> str:
-        return subprocess.run([TMUX, "-L", self.socket, "-f", "/dev/null", *args], check=True,
-                              capture_output=True, text=True, timeout=timeout).stdout
-
-    def start(self, argv: list[str], env: dict[str, str] | None = None) -> int:
-        """Start argv in a detached session; returns the pane's pid (argv's own process)."""
-        extra = [a for k, v in (env or {}).items() for a in ("-e", f"{k}={v}")]
-        out = self.cmd("new-session", "-d", "-x", str(self.width), "-y", str(self.height), "-s", "b",
-                       *extra, "-P", "-F", "#{pid} #{pane_pid}", *argv)
-        server, pane = (int(x) for x in out.split())
-        self.server, self.pane = psutil.Process(server), psutil.Process(pane)
-        # Keep the pane's last screen if the command exits, so a crash can be read.
-        self.cmd("set-option", "-t", "b", "remain-on-exit", "on")
-        return pane
-
-    def screen(self, escapes: bool = False) -> str:
-        return self.cmd("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "b")
-
-    def keys(self, *keys: str) -> None:
-        self.cmd("send-keys", "-t", "b", *keys)
-
-    def wait(self, pred: Callable[[str], bool], timeout: float, what: str, every: float = 0.01) -> str:
-        deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if pred(text):
-                return text
-            time.sleep(every)
-        raise TimeoutError(f"timed out after {timeout} s waiting for {what}; screen:\n{text}")
-
-    def dead(self) -> bool:
-        """The pane's command has exited (remain-on-exit keeps the pane, so ask tmux)."""
-        return self.cmd("display-message", "-p", "-t", "b", "#{pane_dead}").strip() == "1"
-
-    def wait_dead(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.dead():
-                return True
-            time.sleep(0.05)
-        return False
-
-    def stop(self) -> None:
-        """End the pane's command (SIGHUP via kill-server, as a closed terminal would), then make sure
-        the exact processes we started are gone: TERM/KILL by pid with psutil's identity check."""
-        if self.server is None:
-            return
-        with contextlib.suppress(subprocess.SubprocessError, OSError):
-            self.cmd("kill-server", timeout=5)
-        procs = [p for p in (self.pane, self.server) if p is not None]
-        _, alive = psutil.wait_procs(procs, timeout=10)
-        for p in alive:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                p.kill()
-        psutil.wait_procs(alive, timeout=5)
-        for p in procs:   # ours by subreaping: collect the exit status so no zombie stays
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(p.pid, os.WNOHANG)
-        self.server = self.pane = None
 
 
 def pane_lines(screen: str, side_index: int, width: int) -> list[str]:

@@ -8,6 +8,7 @@ rig with down().
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,44 +21,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.tmux_driver import Tmux
+
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
 
 TMUX = shutil.which("tmux")
+EVERY_S = 0.25   # between screen reads: the console under test shares 2 cores with tmux
 ENTRY = Path(sys.executable).with_name("carla-console")
 W, H = 120, 40
-
-
-class Tmux:
-    def __init__(self, socket: str) -> None:
-        self.socket = socket
-        self.server_pid: int | None = None
-        self.pane_pid: int | None = None
-
-    def cmd(self, *args: str) -> str:
-        return subprocess.run([TMUX, "-L", self.socket, "-f", "/dev/null", *args], check=True,
-                              capture_output=True, text=True, timeout=10).stdout
-
-    def start(self, argv: list[str]) -> None:
-        out = self.cmd("new-session", "-d", "-x", str(W), "-y", str(H), "-s", "e2e", "-P", "-F",
-                       "#{pid} #{pane_pid}", *argv)
-        server, pane = out.split()
-        self.server_pid, self.pane_pid = int(server), int(pane)
-
-    def screen(self) -> str:
-        return self.cmd("capture-pane", "-p", "-t", "e2e")
-
-    def keys(self, *keys: str) -> None:
-        self.cmd("send-keys", "-t", "e2e", *keys)
-
-    def wait(self, pred, timeout: float, what: str) -> str:
-        deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if pred(text):
-                return text
-            time.sleep(0.25)
-        raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
 
 
 def left_beat(text: str) -> str:
@@ -131,7 +102,7 @@ def test_hang_recovered_from_keys_in_tmux(tmp_path: Path) -> None:
     from ops.sim import rig as sim
 
     rig_dir = tmp_path / "rig"
-    tmux = Tmux(f"cc-e2e-{os.getpid()}")
+    tmux = Tmux("e2e", W, H, every=EVERY_S)
     rig_yaml = sim.up(rig_dir)
     try:
         # COLUMNS/LINES from the test's environment would override the pane's real size.
@@ -155,10 +126,10 @@ def test_hang_recovered_from_keys_in_tmux(tmp_path: Path) -> None:
         main = tmux.wait(lambda t: "FRESH" in left_beat(t) and "stop-chain done" in t, 30, "A FRESH again")
         assert "relaunch done" in main
     finally:
-        app = psutil.Process(tmux.pane_pid) if tmux.pane_pid and psutil.pid_exists(tmux.pane_pid) else None
-        if tmux.server_pid is not None:
+        app = tmux.pane if tmux.pane is not None and tmux.pane.is_running() else None
+        if tmux.server is not None:
             try:
-                os.kill(tmux.server_pid, signal.SIGTERM)   # the pane's console gets SIGHUP
+                os.kill(tmux.server.pid, signal.SIGTERM)   # the pane's console gets SIGHUP
             except ProcessLookupError:
                 pass
         exited, stuck = True, ""
@@ -180,11 +151,11 @@ def test_demo_comes_up_runs_both_sides_and_cleans_up_on_quit(tmp_path: Path) -> 
     through the guard, and on `q` stops exactly what it started and removes its directory."""
     from ops.sim import rig as sim
 
-    tmux = Tmux(f"cc-demo-{os.getpid()}")
+    tmux = Tmux("demo", W, H, every=EVERY_S)
     # TMPDIR puts the demo's directory under tmp_path, where the test can find it (and clean up after a
     # failure by the pids the demo recorded).
     tmux.start(["env", "-u", "COLUMNS", "-u", "LINES", f"TMPDIR={tmp_path}", str(ENTRY), "--demo"])
-    app = psutil.Process(tmux.pane_pid) if tmux.pane_pid else None
+    app = tmux.pane
     try:
         # The event log is fed from the audit trail once a second: wait for its lines too.
         up = tmux.wait(lambda t: t.count("server ALIVE") == 2 and t.count("eval   ALIVE running") == 2
@@ -199,10 +170,11 @@ def test_demo_comes_up_runs_both_sides_and_cleans_up_on_quit(tmp_path: Path) -> 
         for d in tmp_path.glob("carla-console-demo-*"):
             stop_harnesses(d / "state")
             sim.down(d)
-        if app is not None and not _wait_exit(app, 0):
-            app.kill()
-        if tmux.server_pid is not None:
+        if app is not None and app.is_running():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                app.kill()
+        if tmux.server is not None:
             try:
-                os.kill(tmux.server_pid, signal.SIGTERM)
+                os.kill(tmux.server.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
