@@ -11,6 +11,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import RichLog
 
+from widgets.still_lines import StillLines
 from widgets.words import WORD_STYLE
 
 
@@ -29,7 +30,7 @@ def audit_text(rec: dict[str, Any]) -> Text:
     return t
 
 
-class EventLog(RichLog):
+class EventLog(StillLines, RichLog):
     def __init__(self, **kw) -> None:
         super().__init__(max_lines=500, wrap=False, markup=False, highlight=False, auto_scroll=True, **kw)
 

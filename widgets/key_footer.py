@@ -11,8 +11,10 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from widgets.still_lines import StillLines
 
-class KeyFooter(Footer):
+
+class KeyFooter(StillLines, Footer):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self._composed: tuple | None = None   # what the last compose showed

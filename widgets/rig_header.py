@@ -5,10 +5,11 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from widgets.still_lines import StillLines
 from widgets.words import word
 
 
-class RigHeader(Widget):
+class RigHeader(StillLines, Widget):
     rig_name: reactive[str] = reactive("")
     # host -> 'reachable' | 'UNREACHABLE' | 'UNKNOWN' (not probed yet or its poll timed out)
     hosts: reactive[dict[str, str]] = reactive(dict)

@@ -15,14 +15,15 @@ from textual.widgets import Static
 from ops.snapshot import SideSnapshot
 from widgets.side_parts import (EvaluatorLine, GpuLine, HeartbeatBar, LogTail, PortsLine, RouteProgress,
                                 ServerLine, SidePart, VramGauge)
+from widgets.still_lines import StillLines
 from widgets.words import word
 
 
-class PollNote(Static):
+class PollNote(StillLines, Static):
     """Why a pane is greyed (a poll that timed out or failed), empty otherwise."""
 
 
-class SidePane(Vertical, can_focus=True):
+class SidePane(StillLines, Vertical, can_focus=True):
     # repaint=False: a new snapshot every poll must not repaint the whole pane (borders, every line);
     # the parts repaint themselves when their own line changed.
     snap: reactive[SideSnapshot | None] = reactive(None, repaint=False)

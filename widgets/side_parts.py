@@ -15,10 +15,11 @@ from textual.widget import Widget
 
 from ops.snapshot import SideSnapshot
 from ops.tristate import State
+from widgets.still_lines import StillLines
 from widgets.words import bar, duration, mib, uptime, word
 
 
-class SidePart(Widget):
+class SidePart(StillLines, Widget):
     """One line (or a few) of a pane, rendered from the side's snapshot.
 
     A new snapshot arrives every poll, but most lines read the same as before: the text is built when the

@@ -18,6 +18,7 @@ from widgets.event_log import EventLog
 from widgets.key_footer import KeyFooter
 from widgets.rig_header import RigHeader
 from widgets.side_pane import SidePane
+from widgets.still_lines import StillLines
 
 SAFE_BINDINGS = [
     Binding("g", "reprobe", "Probe"),
@@ -39,12 +40,12 @@ DESTRUCTIVE_BINDINGS = [
 DESTRUCTIVE_ACTIONS = frozenset(a for _, a, _ in DESTRUCTIVE_BINDINGS)
 
 
-class SideList(VerticalScroll, inherit_bindings=False, can_focus=False):
+class SideList(StillLines, VerticalScroll, inherit_bindings=False, can_focus=False):
     """The scrolling column/grid of panes. Its own arrow-key scroll bindings are dropped: arrows select a
     side (focus), and focusing a pane scrolls it into view."""
 
 
-class MainScreen(Screen):
+class MainScreen(StillLines, Screen):
     BINDINGS = SAFE_BINDINGS
     # Textual's Screen repaints all of itself when the focus moves. Here a focus change is a change of
     # selected side: the pane that gained focus and the one that lost it restyle and repaint themselves
