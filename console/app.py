@@ -23,6 +23,7 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -96,6 +97,15 @@ class ConsoleApp(App[int]):
         self._audit_seen = 0
         self._action_busy = False
         self.exit_reason = "quit"
+
+    def get_driver_class(self) -> type[Driver]:
+        # Textual's choice (its TEXTUAL_DRIVER setting, the platform), except that its Linux driver's
+        # input thread is replaced by one that does not wake ten times a second (console/driver.py).
+        chosen = super().get_driver_class()
+        if (chosen.__module__, chosen.__name__) == ("textual.drivers.linux_driver", "LinuxDriver"):
+            from console.driver import QuietLinuxDriver
+            return QuietLinuxDriver
+        return chosen
 
     # ----- start / stop ---------------------------------------------------------------------------
     async def on_mount(self) -> None:

@@ -13,7 +13,7 @@ figures are then inflated by the profiler).
 The wrappers cost a little themselves, so the totals read higher than idle.py's; the shares are what
 this is for.
 
-    python tests/bench/loop_cpu.py [--seconds 30] [--warmup 8] [--calls]
+    python tests/bench/loop_cpu.py [--seconds 30] [--warmup 8] [--calls] [--pstats FILE]
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from common import Tmux, become_subreaper, machine_line, sim_rig  # noqa: E402
 W, H = 120, 40
 
 
-def console(rig: str, out: str, warmup: float, seconds: float, count_calls: bool) -> int:
+def console(rig: str, out: str, warmup: float, seconds: float, count_calls: bool, dump: str | None) -> int:
     """The console side: install the counters, run the entry point, write `out` after the window."""
     import asyncio
     import collections
@@ -92,7 +92,7 @@ def console(rig: str, out: str, warmup: float, seconds: float, count_calls: bool
 
     import cProfile
     import pstats
-    profile = cProfile.Profile() if count_calls else None
+    profile = cProfile.Profile() if count_calls or dump else None
 
     from console import tui
     from console.app import ConsoleApp
@@ -112,6 +112,8 @@ def console(rig: str, out: str, warmup: float, seconds: float, count_calls: bool
             on[0] = False
             if profile is not None:
                 profile.disable()
+                if dump:
+                    profile.dump_stats(dump)
             wall = time.monotonic() - start["wall"]
             Path(out).write_text(json.dumps({
                 "calls": pstats.Stats(profile).total_calls if profile is not None else None,  # type: ignore[attr-defined]
@@ -131,10 +133,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=8.0)
     ap.add_argument("--calls", action="store_true", help="count Python function calls (cProfile) too")
+    ap.add_argument("--pstats", metavar="FILE", help="also write the window's cProfile stats to FILE")
     ap.add_argument("--console", nargs=2, metavar=("RIG", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.console:
-        return console(a.console[0], a.console[1], a.warmup, a.seconds, a.calls)
+        return console(a.console[0], a.console[1], a.warmup, a.seconds, a.calls, a.pstats)
     become_subreaper()
     print(machine_line())
     out = Path(tempfile.mkdtemp(prefix="carla-bench-loop-")) / "loop.json"
@@ -142,7 +145,8 @@ def main() -> int:
         tmux = Tmux("loop-cpu", W, H)
         try:
             tmux.start([sys.executable, __file__, "--warmup", str(a.warmup), "--seconds", str(a.seconds),
-                        *(["--calls"] if a.calls else []), "--console", str(rig_yaml), str(out)])
+                        *(["--calls"] if a.calls else []),
+                        *(["--pstats", str(Path(a.pstats).resolve())] if a.pstats else []), "--console", str(rig_yaml), str(out)])
             deadline = time.monotonic() + a.warmup + a.seconds + 60
             while not out.exists() and time.monotonic() < deadline:
                 time.sleep(0.5)
