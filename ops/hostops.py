@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ops.hosts.base import Host, ScriptUnavailable
+from ops.listeners import loopback_listeners
 from ops.procs import LocalProcScanner, ProcTable, parse_proctable_json, read_proc
 from ops.tristate import Evidence
 
@@ -110,6 +111,26 @@ async def tcp_check(address: str, port: int, timeout: float) -> TcpCheck:
         return TcpCheck(None, Evidence(what, False, error=f"{type(e).__name__}: {e}", took_ms=took))
     took = (time.perf_counter() - t0) * 1e3
     return TcpCheck(True, Evidence(what, True, detail="accepted", took_ms=took))
+
+
+async def port_check(host: Host, port: int, timeout: float) -> TcpCheck:
+    """Does host take TCP connections on port, as the console's polls ask every beat?
+
+    On a local host a listening socket in the kernel's table answers yes without a connection: a
+    connect-and-close costs the console a loopback handshake every poll (most of an idle poll's CPU) and
+    the server an accept. No is never taken from the table: "refused" is positive evidence a DEAD verdict
+    may rest on, so it comes from a real connect, as it does for a remote host."""
+    if host.is_local:
+        t0 = time.perf_counter()
+        try:
+            found = loopback_listeners(port)
+        except (OSError, ValueError, IndexError):
+            found = []   # the connect below answers instead
+        if found:
+            return TcpCheck(True, Evidence(f"tcp listen 127.0.0.1:{port}", True,
+                                           detail="listening on " + ", ".join(found),
+                                           took_ms=(time.perf_counter() - t0) * 1e3))
+    return await tcp_check(host.tcp_address, port, timeout)
 
 
 async def _connect(address: str, port: int) -> None:

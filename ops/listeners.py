@@ -9,8 +9,10 @@ whether an unknown owner could be the side's own server.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -57,6 +59,43 @@ def _proc_net_listen() -> dict[int, set[int]]:
             port = int(parts[1].rsplit(":", 1)[1], 16)
             out.setdefault(port, set()).add(int(parts[9]))
     return out
+
+
+# What a connect to 127.0.0.1 reaches: a socket bound to any address, to 127.0.0.1 itself, or (dual-stack,
+# Linux's default) to IPv6 any or the mapped 127.0.0.1.
+_LOOPBACK_REACHED = frozenset(ipaddress.ip_address(a) for a in ("0.0.0.0", "127.0.0.1", "::", "::ffff:127.0.0.1"))
+
+
+def _proc_address(hex_addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """/proc/net/tcp{,6} print each 32-bit word of an address as a native-endian hex number."""
+    raw = b"".join(int(hex_addr[i:i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(hex_addr), 8))
+    return ipaddress.ip_address(raw)
+
+
+def loopback_listeners(port: int) -> list[str]:
+    """The addresses of this machine's LISTEN sockets on port that a connect to 127.0.0.1:port reaches,
+    from the kernel's tables: what a connect would tell, without making one. Raises OSError/ValueError on
+    a bad read."""
+    needle = f":{port:04X} "
+    found: list[str] = []
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            continue  # no IPv6 in this kernel
+        if needle not in text:
+            continue
+        for line in text.splitlines()[1:]:
+            if needle not in line:
+                continue
+            parts = line.split()
+            if len(parts) < 4 or parts[3] != LISTEN:
+                continue
+            addr, _, hex_port = parts[1].partition(":")
+            if int(hex_port, 16) == port and _proc_address(addr) in _LOOPBACK_REACHED:
+                found.append(str(_proc_address(addr)))
+    return found
 
 
 def _inode_owners(inodes: set[int]) -> dict[int, int]:

@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from ops.hostops import TcpCheck, process_table, tcp_check
+from ops.hostops import TcpCheck, port_check, process_table
 from ops.hosts.base import Host, ScriptUnavailable
 from ops.model import RigConfig, SideConfig
 from ops.pinned import python_argv
@@ -145,7 +145,7 @@ async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host],
     if table is None:
         table = await process_table(host, timeout)
     procs = server_processes(table, port) if table.ok else []
-    tcp = await tcp_check(host.tcp_address, port, timeout)
+    tcp = await port_check(host, port, timeout)
     rpc = None
     if with_rpc and procs and tcp.open:
         rpc = await rpc_version(rig, side, hosts[side.evaluator.host], _address_from(hosts, side),
