@@ -34,6 +34,7 @@ from console.screens.main import DESTRUCTIVE_ACTIONS, MainScreen
 from console.screens.report import ReportScreen
 from console.screens.wizard import RecoveryWizard
 from ops.snapshot import SideSnapshot
+from ops.timeouts import within
 from widgets.event_log import EventLog
 from widgets.rig_header import RigHeader
 from widgets.side_pane import SidePane
@@ -137,7 +138,7 @@ class ConsoleApp(App[int]):
                 self.main.pane(side).greyed = f"rig not opened: {e}"
             return
         self.feed_audit(first=True)
-        self.set_interval(1.0, self._tick)
+        self._tick_on_beat()
         for side in self.sides:
             self._poll_wake[side] = asyncio.Event()
             self.run_worker(self._poll_loop(side), group=f"poll-{side}", exit_on_error=False)
@@ -247,7 +248,7 @@ class ConsoleApp(App[int]):
         timeout = self.poll_timeout(side)
         self._poll_inflight[side] = time.monotonic()
         try:
-            snap = await asyncio.wait_for(self.backend.probe(side, rpc), timeout)
+            snap = await within(timeout, self.backend.probe(side, rpc))
         except asyncio.TimeoutError:
             pane.greyed = f"poll timed out after {timeout:.0f} s: last values shown"
             self._hosts_unknown(side)
@@ -267,14 +268,18 @@ class ConsoleApp(App[int]):
         compositor pass (most of the console's idle CPU). A snapshot waits for the sides still being
         probed, at most SHOW_HOLD_S, so a hung side never holds the others back longer than that."""
         self._arrived[snap.name] = snap
-        if not set(self._poll_inflight) - {snap.name}:
+        # Still to come in this beat: the polls under way, and those woken but not started yet (a local
+        # side's poll runs to its end without a pause, before the next side's loop has even run).
+        coming = set(self._poll_inflight) | {s for s, wake in self._poll_wake.items()
+                                             if wake.is_set() and s not in self._poll_paused}
+        if not coming - {snap.name}:
             self._show_arrived()
-        elif self._show_timer is None:
-            self._show_timer = self.set_timer(SHOW_HOLD_S, self._show_arrived)
+        elif self._show_timer is None:   # a loop callback: a Textual timer is a task and a message
+            self._show_timer = asyncio.get_running_loop().call_later(SHOW_HOLD_S, self._show_arrived)
 
     def _show_arrived(self) -> None:
         if self._show_timer is not None:
-            self._show_timer.stop()
+            self._show_timer.cancel()
             self._show_timer = None
         arrived, self._arrived = self._arrived, {}
         try:
@@ -283,6 +288,8 @@ class ConsoleApp(App[int]):
                     self.show_snapshot(snap)
         except NoMatches:
             pass   # the hold ended while the app was exiting: its panes are gone, nothing to show
+        except Exception as e:  # a loop callback: an error would only reach asyncio's stderr logger
+            self.note(f"internal error showing snapshots: {type(e).__name__}: {e}")
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
         self.snaps[snap.name] = snap
@@ -301,8 +308,15 @@ class ConsoleApp(App[int]):
         header = self.main.query_one(RigHeader)
         header.hosts = {**header.hosts, cfg.server.host: "UNKNOWN", cfg.evaluator.host: "UNKNOWN"}
 
+    def _tick_on_beat(self) -> None:
+        """_tick now and on every beat after: on the polls' own beat (the same loop wake-up as theirs), and
+        a plain loop callback, not a Textual timer (a task and a message each second)."""
+        self._tick()
+        if self.is_running:
+            asyncio.get_running_loop().call_later(self._to_next_beat(), self._tick_on_beat)
+
     def _tick(self) -> None:
-        # Runs inline in the message loop (set_interval awaits it): keep it cheap and exception-free.
+        # Runs inline in the event loop: keep it cheap and exception-free.
         try:
             now = time.monotonic()
             for side, started in list(self._poll_inflight.items()):

@@ -1,8 +1,8 @@
 """Which TCP ports a host listens on, and (when it can be told) which process owns each.
 
-Local: /proc/net/tcp{,6} rows in state LISTEN (0A), owners by matching each socket's inode against the
-`socket:[inode]` links in /proc/PID/fd (only for the ports asked about: walking every fd of every process
-costs tens of ms). Remote Linux: `ss -Htlnp`. Windows: Get-NetTCPConnection (ops/hosts/windows.py).
+Local: the kernel's LISTEN sockets (sock_diag netlink; /proc/net/tcp{,6} where that is refused), owners
+by matching each socket's inode against the `socket:[inode]` links in /proc/PID/fd (only for the ports
+asked about: walking every fd of every process costs tens of ms). Remote Linux: `ss -Htlnp`. Windows: Get-NetTCPConnection (ops/hosts/windows.py).
 
 An owner we cannot see (another user's process, no root) is None, never "nobody": the caller decides
 whether an unknown owner could be the side's own server.
@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ops.hosts.base import Host
+from ops.sock_diag import ListenSocket, listening_sockets
 from ops.tristate import Evidence
 
 LISTEN = "0A"
@@ -43,9 +44,14 @@ class Listeners:
                         took_ms=self.took_ms)
 
 
-def _proc_net_listen() -> dict[int, set[int]]:
-    """port → socket inodes of LISTEN rows (IPv4 and IPv6). Raises OSError/ValueError on a bad read."""
-    out: dict[int, set[int]] = {}
+def listen_sockets() -> list[ListenSocket]:
+    """This machine's LISTEN sockets: from sock_diag (ops/sock_diag.py), or from /proc/net/tcp{,6} (slow:
+    milliseconds a read) where the kernel cannot be asked that way. Raises OSError/ValueError on a bad read."""
+    try:
+        return listening_sockets()
+    except OSError:
+        pass
+    out: list[ListenSocket] = []
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(path) as f:
@@ -56,8 +62,16 @@ def _proc_net_listen() -> dict[int, set[int]]:
             parts = line.split()
             if len(parts) < 10 or parts[3] != LISTEN:
                 continue
-            port = int(parts[1].rsplit(":", 1)[1], 16)
-            out.setdefault(port, set()).add(int(parts[9]))
+            addr, _, port = parts[1].partition(":")
+            out.append(ListenSocket(int(port, 16), _proc_address(addr), int(parts[9])))
+    return out
+
+
+def _proc_net_listen() -> dict[int, set[int]]:
+    """port → socket inodes of LISTEN sockets (IPv4 and IPv6)."""
+    out: dict[int, set[int]] = {}
+    for sock in listen_sockets():
+        out.setdefault(sock.port, set()).add(sock.inode)
     return out
 
 
@@ -73,29 +87,9 @@ def _proc_address(hex_addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Addres
 
 
 def loopback_listeners(port: int) -> list[str]:
-    """The addresses of this machine's LISTEN sockets on port that a connect to 127.0.0.1:port reaches,
-    from the kernel's tables: what a connect would tell, without making one. Raises OSError/ValueError on
-    a bad read."""
-    needle = f":{port:04X} "
-    found: list[str] = []
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path) as f:
-                text = f.read()
-        except FileNotFoundError:
-            continue  # no IPv6 in this kernel
-        if needle not in text:
-            continue
-        for line in text.splitlines()[1:]:
-            if needle not in line:
-                continue
-            parts = line.split()
-            if len(parts) < 4 or parts[3] != LISTEN:
-                continue
-            addr, _, hex_port = parts[1].partition(":")
-            if int(hex_port, 16) == port and _proc_address(addr) in _LOOPBACK_REACHED:
-                found.append(str(_proc_address(addr)))
-    return found
+    """The addresses of this machine's LISTEN sockets on port that a connect to 127.0.0.1:port reaches:
+    what a connect would tell, without making one. Raises OSError/ValueError on a bad read."""
+    return [str(s.address) for s in listen_sockets() if s.port == port and s.address in _LOOPBACK_REACHED]
 
 
 def _inode_owners(inodes: set[int]) -> dict[int, int]:
@@ -129,7 +123,7 @@ def local_listeners(host_name: str, interest: Iterable[int] = ()) -> Listeners:
     try:
         by_port = _proc_net_listen()
     except (OSError, ValueError, IndexError) as e:
-        return Listeners(host_name, error=f"cannot read /proc/net/tcp: {type(e).__name__}: {e}",
+        return Listeners(host_name, error=f"cannot list listening sockets: {type(e).__name__}: {e}",
                          took_ms=(time.perf_counter() - t0) * 1e3)
     wanted = set(interest)
     inodes = {i for p, ins in by_port.items() if p in wanted for i in ins}

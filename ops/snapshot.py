@@ -150,6 +150,8 @@ class Prober:
         recent = self._recent.get(host)
         if recent is not None and time.monotonic() - recent[0] < SHARE_TABLE_S:
             return recent[1]
+        if self.hosts[host].is_local:   # scanned inline without a pause: no other side can be midway
+            return await self._scan(host, timeout)
         return await _shared(self._scans, host, lambda: self._scan(host, timeout))
 
     async def _scan(self, host: str, timeout: float) -> ProcTable:
