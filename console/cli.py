@@ -9,6 +9,7 @@ import asyncio
 import json
 import sys
 
+from ops.child_watch import use_pidfd_child_watcher
 from ops.config import ConfigError, default_config_path, load_config
 from ops.model import RigConfig
 
@@ -68,6 +69,7 @@ def _load(args: argparse.Namespace) -> RigConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    use_pidfd_child_watcher()
     try:
         return _dispatch(args)
     except ConfigError as e:

@@ -18,6 +18,7 @@ from ops.procs import LocalProcScanner, ProcTable, parse_proctable_json, read_pr
 from ops.tristate import Evidence
 
 _scanners: dict[str, LocalProcScanner] = {}
+LISTEN_SHARE_S = 0.25   # the sides polled on one beat share one listing of the local listeners
 
 
 def local_scanner(host: Host) -> LocalProcScanner:
@@ -123,7 +124,7 @@ async def port_check(host: Host, port: int, timeout: float) -> TcpCheck:
     if host.is_local:
         t0 = time.perf_counter()
         try:
-            found = loopback_listeners(port)
+            found = loopback_listeners(port, fresh_within_s=LISTEN_SHARE_S)
         except (OSError, ValueError, IndexError):
             found = []   # the connect below answers instead
         if found:

@@ -86,10 +86,18 @@ def _proc_address(hex_addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Addres
     return ipaddress.ip_address(raw)
 
 
-def loopback_listeners(port: int) -> list[str]:
+_recent: tuple[float, list[ListenSocket]] | None = None   # (monotonic time, sockets) of the last listing
+
+
+def loopback_listeners(port: int, fresh_within_s: float = 0.0) -> list[str]:
     """The addresses of this machine's LISTEN sockets on port that a connect to 127.0.0.1:port reaches:
-    what a connect would tell, without making one. Raises OSError/ValueError on a bad read."""
-    return [str(s.address) for s in listen_sockets() if s.port == port and s.address in _LOOPBACK_REACHED]
+    what a connect would tell, without making one. fresh_within_s: a listing this recent will do (the
+    sides of one beat share one). Raises OSError/ValueError on a bad read."""
+    global _recent
+    now = time.monotonic()
+    if _recent is None or now - _recent[0] > fresh_within_s:
+        _recent = (now, listen_sockets())
+    return [str(s.address) for s in _recent[1] if s.port == port and s.address in _LOOPBACK_REACHED]
 
 
 def _inode_owners(inodes: set[int]) -> dict[int, int]:

@@ -69,3 +69,15 @@ def test_loopback_listeners_names_what_a_connect_reaches(address: str) -> None:
         srv.bind((address, 0))
         srv.listen()
         assert listeners.loopback_listeners(srv.getsockname()[1]) == [address]
+
+
+def test_the_sides_of_one_beat_share_one_listing(monkeypatch) -> None:
+    calls = []
+    real = listeners.listen_sockets
+    monkeypatch.setattr(listeners, "listen_sockets", lambda: calls.append(1) or real())
+    monkeypatch.setattr(listeners, "_recent", None)
+    listeners.loopback_listeners(2000, fresh_within_s=60.0)
+    listeners.loopback_listeners(2001, fresh_within_s=60.0)
+    assert len(calls) == 1
+    listeners.loopback_listeners(2000)          # no sharing asked: a listing of its own
+    assert len(calls) == 2
