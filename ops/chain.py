@@ -73,7 +73,12 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
     server_marker = rpc_marker(side.server.rpc_port)
     # A zombie has exited (its parent, often a PID 1 that never reaps, just has not collected it): it
     # can neither run nor be signalled, so it is no member of a live chain.
-    candidates = [p for p in table.procs.values() if p.pid not in protected and p.state != "Z"]
+    # Every harness or evaluator of the side carries one of these tokens: one set test a process (in C)
+    # before the exact checks, which run every poll on every process of the host otherwise.
+    rpc = str(side.server.rpc_port)
+    marks = frozenset(("harness", rpc, f"--port={rpc}"))
+    candidates = [p for p in table.procs.values()
+                  if not p.tokens.isdisjoint(marks) and p.pid not in protected and p.state != "Z"]
     harnesses = [p for p in candidates if is_harness_of(p, rig, side.name)]
     evaluators = [p for p in candidates if is_evaluator_of(p, side)]
     matched = {p.pid for p in harnesses} | {p.pid for p in evaluators}
