@@ -119,6 +119,15 @@ def rss_mb(pid: int | str = "self") -> float:
 
 # ---------------------------------------------------------------------------------------------- sim rig
 
+ROUTE_S = 3.0   # the sim's default seconds a route
+
+
+def routes_for(seconds: float) -> int:
+    """Routes enough that the sim's evaluators still run after `seconds`: a benchmark of a running rig must
+    not end on a finished one (10 routes are done in 30 s, and a quiet log costs the console less)."""
+    return max(10, int(seconds / ROUTE_S) + 1)
+
+
 @contextlib.contextmanager
 def sim_rig(**up_kw) -> Iterator[Path]:
     """A two-side sim rig in a temp dir; yields its rig.yaml; down() (by recorded pids) and rm on exit."""

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (ENTRY, Tmux, become_subreaper, cpu_times, machine_line, reap_popen, rss_mb,  # noqa: E402
-                    sim_rig, verdict)
+from common import (ENTRY, Tmux, become_subreaper, cpu_times, machine_line, reap_popen, routes_for,  # noqa: E402
+                    rss_mb, sim_rig, verdict)
 
 W, H = 120, 40
 STEP = re.compile(r"step (\d+)")
@@ -42,7 +42,8 @@ def main() -> int:
     a = ap.parse_args()
     become_subreaper()
     print(machine_line())
-    with sim_rig() as rig_yaml:
+    # Start-up, readiness and warm-up come before the window: the evaluators must outlast all of it.
+    with sim_rig(routes=routes_for(a.warmup + a.seconds + 60)) as rig_yaml:
         tmux = Tmux("idle", W, H)
         top: subprocess.Popen | None = None
         spy: subprocess.Popen | None = None
@@ -81,6 +82,7 @@ def main() -> int:
             kids = (c1.children - c0.children) / wall * 100
             steps = [sorted(int(x) for x in STEP.findall(s)) for s in screens]
             alive = sum(s.count("server ALIVE") for s in screens)
+            running = screens[-1].count("ALIVE running")
             print(f"variant: {a.variant} ({' '.join(Path(x).name for x in argv)})")
             print(f"window: {wall:.1f} s after {a.warmup:g} s warm-up; console pid {pid}, RSS {rss:.1f} MiB")
             print(f"console process (utime+stime)      {c1.own - c0.own:6.2f} s CPU = {own:5.2f} % of one core "
@@ -92,7 +94,8 @@ def main() -> int:
             print(f"tmux server (draws the console)    {s1.own - s0.own:6.2f} s CPU = {(s1.own - s0.own) / wall * 100:5.2f} % of one core")
             print(f"console / top: {own / (top_cpu / wall * 100):.2f}x")
             print(f"rendering: {len(screens)} screens looked at, 'server ALIVE' {alive} times; "
-                  f"log-tail steps seen {[s[-1] if s else None for s in steps]}")
+                  f"log-tail steps seen {[s[-1] if s else None for s in steps]}; "
+                  f"evaluators running at the end of the window: {running} of 2")
             if a.cprofile:   # quit with the key, so cProfile writes its file on the way out
                 tmux.keys("C-q")   # ctrl+q: the "q" binding does not quit (see the report)
                 tmux.wait_dead(20)

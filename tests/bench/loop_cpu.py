@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Tmux, become_subreaper, machine_line, sim_rig  # noqa: E402
+from common import Tmux, become_subreaper, machine_line, routes_for, sim_rig  # noqa: E402
 
 W, H = 120, 40
 
@@ -141,7 +141,7 @@ def main() -> int:
     become_subreaper()
     print(machine_line())
     out = Path(tempfile.mkdtemp(prefix="carla-bench-loop-")) / "loop.json"
-    with sim_rig() as rig_yaml:
+    with sim_rig(routes=routes_for(a.warmup + a.seconds + 60)) as rig_yaml:
         tmux = Tmux("loop-cpu", W, H)
         try:
             tmux.start([sys.executable, __file__, "--warmup", str(a.warmup), "--seconds", str(a.seconds),
