@@ -10,6 +10,7 @@ from textual.widget import Widget
 
 from console.app import ConsoleApp
 from tests.tui.fakes import FakeBackend
+from widgets.event_log import EventLog
 from widgets.side_parts import LogTail, ServerLine
 from widgets.still_lines import StillLines
 
@@ -69,6 +70,11 @@ async def test_the_screen_is_the_one_textual_makes_through_every_kind_of_change(
         await same("the pane no longer greyed")
         app.note("a note in the event log")
         await same("an event log line")
+        for i in range(60):
+            app.note(f"note {i}")
+        await same("an event log that scrolls")
+        app.main.query_one(EventLog).scroll_home(animate=False)
+        await same("the event log scrolled back")
         await pilot.resize_terminal(90, 30)
         await same("a narrower terminal")
         await pilot.press("question_mark")
