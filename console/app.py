@@ -294,7 +294,7 @@ class ConsoleApp(App[int]):
     def show_snapshot(self, snap: SideSnapshot) -> None:
         self.snaps[snap.name] = snap
         pane = self.main.pane(snap.name)
-        pane.snap = snap
+        pane.show(snap)
         pane.greyed = None
         header = self.main.query_one(RigHeader)
         hosts = dict(header.hosts)

@@ -1,6 +1,7 @@
 """One pane per side: a focusable box whose parts each render one idea from the side's snapshot.
 
-The app sets `snap` (and `ports`, `greyed`) from outside; the pane only passes them down to its parts.
+The app hands the pane each snapshot (`show`) and sets `ports` and `greyed`; the pane only passes them
+down to its parts.
 Selecting a side is focusing its pane, so tab, arrows and the mouse all agree on what "selected" means.
 """
 from __future__ import annotations
@@ -24,9 +25,6 @@ class PollNote(StillLines, Static):
 
 
 class SidePane(StillLines, Vertical, can_focus=True):
-    # repaint=False: a new snapshot every poll must not repaint the whole pane (borders, every line);
-    # the parts repaint themselves when their own line changed.
-    snap: reactive[SideSnapshot | None] = reactive(None, repaint=False)
     ports: reactive[dict[int, str] | None] = reactive(None, repaint=False)
     # Set when the last poll timed out or failed: the pane keeps its last values, greyed, with the reason.
     greyed: reactive[str | None] = reactive(None)
@@ -43,6 +41,10 @@ class SidePane(StillLines, Vertical, can_focus=True):
         self.side = side
         self.border_title = side
         self._parts: list[SidePart] = []
+        # A plain attribute set by show(), not a reactive: a new snapshot every poll must not repaint the
+        # whole pane (the parts repaint themselves when their own line changed), and Textual's reactive
+        # machinery cost more than handing the snapshot down.
+        self.snap: SideSnapshot | None = None
 
     def compose(self) -> ComposeResult:
         yield PollNote(id="poll-note")
@@ -55,7 +57,8 @@ class SidePane(StillLines, Vertical, can_focus=True):
         yield RouteProgress()
         yield LogTail(classes="log-tail")
 
-    def watch_snap(self, snap: SideSnapshot | None) -> None:
+    def show(self, snap: SideSnapshot | None) -> None:
+        self.snap = snap
         if not self._parts:   # the parts are fixed once composed: not a DOM query every poll
             self._parts = list(self.query(SidePart))
         for part in self._parts:
