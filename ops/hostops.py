@@ -18,7 +18,9 @@ from ops.procs import LocalProcScanner, ProcTable, parse_proctable_json, read_pr
 from ops.tristate import Evidence
 
 _scanners: dict[str, LocalProcScanner] = {}
-LISTEN_SHARE_S = 0.25   # the sides polled on one beat share one listing of the local listeners
+# The sides polled on one beat share what a host was just asked (its process table, its listeners) when
+# the answer is this recent; plans and verifications always ask afresh.
+BEAT_SHARE_S = 0.25
 
 
 def local_scanner(host: Host) -> LocalProcScanner:
@@ -124,7 +126,7 @@ async def port_check(host: Host, port: int, timeout: float) -> TcpCheck:
     if host.is_local:
         t0 = time.perf_counter()
         try:
-            found = loopback_listeners(port, fresh_within_s=LISTEN_SHARE_S)
+            found = loopback_listeners(port, fresh_within_s=BEAT_SHARE_S)
         except (OSError, ValueError, IndexError):
             found = []   # the connect below answers instead
         if found:

@@ -2,7 +2,8 @@
 
 Local: the kernel's LISTEN sockets (sock_diag netlink; /proc/net/tcp{,6} where that is refused), owners
 by matching each socket's inode against the `socket:[inode]` links in /proc/PID/fd (only for the ports
-asked about: walking every fd of every process costs tens of ms). Remote Linux: `ss -Htlnp`. Windows: Get-NetTCPConnection (ops/hosts/windows.py).
+asked about: walking every fd of every process costs tens of ms). Remote Linux: `ss -Htlnp`. Windows:
+Get-NetTCPConnection (ops/hosts/windows.py).
 
 An owner we cannot see (another user's process, no root) is None, never "nobody": the caller decides
 whether an unknown owner could be the side's own server.

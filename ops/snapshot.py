@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ops.files import tail_lines
-from ops.hostops import process_table
+from ops.hostops import BEAT_SHARE_S, process_table
 from ops.hosts.base import Host
 from ops.model import RigConfig, SideConfig
 from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluator
@@ -94,7 +94,6 @@ class SideSnapshot:
         }
 
 
-SHARE_TABLE_S = 0.25   # a cadence poll may use a host's process table scanned this recently (same beat)
 T = TypeVar("T")
 
 
@@ -137,7 +136,7 @@ class Prober:
 
     async def tables(self, host_names: set[str], timeout: float, share: bool = False) -> dict[str, ProcTable]:
         """The process table of each host. share: the sides of one beat (cadence polls, never a plan or
-        a verification) use one scan per host: the one under way, or one that ended SHARE_TABLE_S ago."""
+        a verification) use one scan per host: the one under way, or one that ended BEAT_SHARE_S ago."""
         names = sorted(host_names)
         if len(names) == 1:   # a side on one host: no task for gather to make
             return {names[0]: await self._table(names[0], timeout, share)}
@@ -148,7 +147,7 @@ class Prober:
         if not share:
             return await self._scan(host, timeout)
         recent = self._recent.get(host)
-        if recent is not None and time.monotonic() - recent[0] < SHARE_TABLE_S:
+        if recent is not None and time.monotonic() - recent[0] < BEAT_SHARE_S:
             return recent[1]
         if self.hosts[host].is_local:   # scanned inline without a pause: no other side can be midway
             return await self._scan(host, timeout)

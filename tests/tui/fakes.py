@@ -6,7 +6,8 @@ tests render the same text on every machine (the TZ is pinned to UTC by the conf
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -214,3 +215,16 @@ def stale(backend: FakeBackend, side: str = "A") -> None:
 
 def with_unknown_evaluator(plan: Plan) -> Plan:
     return replace(plan, verdicts={**plan.verdicts, "evaluator": "UNKNOWN"})
+
+
+@contextlib.asynccontextmanager
+async def shown(side: str = "A", size: tuple[int, int] = (120, 40)) -> AsyncIterator[tuple[Any, Any, FakeBackend]]:
+    """A running console (no poll loop) on a FakeBackend, with side's snapshot shown: (app, pilot, backend)."""
+    from console.app import ConsoleApp
+    b = FakeBackend()
+    app = ConsoleApp(b, poll=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(0.2)
+        app.show_snapshot(b.snaps[side])
+        await pilot.pause(0.1)
+        yield app, pilot, b

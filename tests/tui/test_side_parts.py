@@ -6,8 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from console.app import ConsoleApp
-from tests.tui.fakes import FakeBackend
+from tests.tui.fakes import shown
 from widgets.side_parts import HeartbeatBar, LogTail, ServerLine, SidePart
 from widgets.words import duration
 
@@ -27,13 +26,8 @@ def built(monkeypatch) -> Counter:
 
 
 async def test_a_new_heartbeat_age_rebuilds_the_beat_line_only(built: Counter) -> None:
-    b = FakeBackend()
-    app = ConsoleApp(b, poll=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.2)
+    async with shown() as (app, pilot, b):
         snap = b.snaps["A"]
-        app.show_snapshot(snap)
-        await pilot.pause(0.1)
         built.clear()
         later = replace(snap, heartbeat=replace(snap.heartbeat, age_s=(snap.heartbeat.age_s or 0) + 1))
         app.show_snapshot(later)
@@ -53,12 +47,7 @@ async def test_a_new_heartbeat_age_rebuilds_the_beat_line_only(built: Counter) -
 
 
 async def test_a_resize_rebuilds_every_line(built: Counter) -> None:
-    b = FakeBackend()
-    app = ConsoleApp(b, poll=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.2)
-        app.show_snapshot(b.snaps["A"])
-        await pilot.pause(0.1)
+    async with shown() as (app, pilot, b):
         built.clear()
         await pilot.resize_terminal(90, 40)
         await pilot.pause(0.3)

@@ -9,7 +9,7 @@ from textual._styles_cache import StylesCache
 from textual.widget import Widget
 
 from console.app import ConsoleApp
-from tests.tui.fakes import FakeBackend
+from tests.tui.fakes import shown
 from widgets.event_log import EventLog
 from widgets.side_parts import LogTail, ServerLine
 from widgets.still_lines import StillLines
@@ -44,10 +44,7 @@ def unremembered(app: ConsoleApp) -> list[list]:
 
 
 async def test_the_screen_is_the_one_textual_makes_through_every_kind_of_change() -> None:
-    b = FakeBackend()
-    app = ConsoleApp(b, poll=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.2)
+    async with shown() as (app, pilot, b):
 
         async def same(what: str) -> None:
             await pilot.pause(0.1)
@@ -55,7 +52,6 @@ async def test_the_screen_is_the_one_textual_makes_through_every_kind_of_change(
             assert screen_text(app) == unremembered(app), what
 
         snap = b.snaps["A"]
-        app.show_snapshot(snap)
         app.show_snapshot(b.snaps["B"])
         await same("first snapshots")
         later = replace(snap, log_tail=("a new line", "and another"),
@@ -84,13 +80,8 @@ async def test_the_screen_is_the_one_textual_makes_through_every_kind_of_change(
 
 
 async def test_an_unchanged_widget_hands_back_its_last_lines_and_a_changed_one_renders() -> None:
-    b = FakeBackend()
-    app = ConsoleApp(b, poll=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.2)
+    async with shown() as (app, pilot, b):
         snap = b.snaps["A"]
-        app.show_snapshot(snap)
-        await pilot.pause(0.1)
         pane = app.main.pane("A")
         server, log = pane.query_one(ServerLine), pane.query_one(LogTail)
         crop = server.size.region
