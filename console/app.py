@@ -116,7 +116,9 @@ class ConsoleApp(App[int]):
         # Everything built so far (imports, widgets, styles) lives as long as the app: move it out of the
         # collector's sight, so a full collection during a key press walks only what polls allocate.
         gc.freeze()
-        self.start_backend()
+        # The rig opens (host imports, the first probes and their subprocesses) once the first frame is
+        # drawn: it would otherwise compete with the frame for the CPU, and the snapshot comes no later.
+        self.call_after_refresh(self.start_backend)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Workers run with exit_on_error=False so one broken flow cannot end the console; their errors

@@ -302,15 +302,18 @@ def _raise_stop(signum: int, _frame: Any) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
-def _launch_demo_sides(config_path: Path) -> None:
+def _launch_demo_sides(startup: Any) -> None:
+    """Wait for the demo's servers, then launch its sides (plan, guard, detached harness)."""
     from console.simcmd import launch_sides
-    problems = asyncio.run(launch_sides(config_path))
+    try:
+        startup.wait()
+    except (RuntimeError, TimeoutError) as e:
+        # The panes show the servers as they are; the sides are not launched against dead ones.
+        print(f"carla-console --demo: {e}", file=sys.stderr)
+        return
+    problems = asyncio.run(launch_sides(startup.rig_yaml))
     for p in problems:
         print(f"carla-console --demo: {p}", file=sys.stderr)
-
-
-def _import_ui() -> None:
-    import console.app  # noqa: F401  (Textual and the widgets: about a third of a second)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -324,14 +327,13 @@ def run(args: argparse.Namespace) -> int:
             from ops.sim import rig as sim
             demo_dir = Path(tempfile.mkdtemp(prefix="carla-console-demo-"))
             print(f"carla-console --demo: starting a simulated rig in {demo_dir} …", file=sys.stderr)
-            # sim.up mostly waits for its fake servers to answer: import the UI meanwhile.
-            importer = threading.Thread(target=_import_ui, daemon=True, name="demo-import")
-            importer.start()
-            config_path = Path(sim.up(demo_dir, start_evaluators=False))
-            importer.join()
-            # The sides launch (plan, guard, detached harness) while the first frame is already up:
-            # the operator sees them go from absent to running, as on a real rig.
-            launcher = threading.Thread(target=_launch_demo_sides, args=(config_path,), daemon=True,
+            # The first frame does not wait for the fake servers: they come up (and then the sides
+            # launch) behind it, and the operator sees them go from absent to running, as on a real rig.
+            # They start at a lower CPU priority: on a small machine they would otherwise slow the very
+            # console that is to show them (stand-ins for servers that run on another host anyway).
+            startup = sim.start(demo_dir, nice=10)
+            config_path = startup.rig_yaml
+            launcher = threading.Thread(target=_launch_demo_sides, args=(startup,), daemon=True,
                                         name="demo-launch")
             launcher.start()
         else:

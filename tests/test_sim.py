@@ -624,3 +624,30 @@ def test_up_inject_down_leaves_nothing(tmp_path):
         rig.down(d)
     assert records and [r for r in records if identify(r) is not None] == []
     assert rig.down(d).terminated == ()                         # idempotent
+
+
+def test_start_writes_the_config_before_the_servers_answer(tmp_path):
+    """The demo's start: the config is out at once, the servers (at a lower priority) answer later, and
+    wait() records their shipping processes so that down() stops them like up()'s."""
+    d = tmp_path / "rig"
+    startup = rig.start(d, nice=7)
+    layout = SimLayout.of(d)
+    try:
+        cfg = yaml.safe_load(startup.rig_yaml.read_text())
+        assert set(cfg["sides"]) == {"A", "B"}
+        for name, (launcher, port) in startup.launchers.items():
+            assert cfg["sides"][name]["server"]["rpc_port"] == port
+            assert psutil.Process(launcher.pid).nice() == 7
+        with pytest.raises(RuntimeError, match="already running"):
+            rig.start(d)
+        startup.wait()
+        for name, (launcher, port) in startup.launchers.items():
+            (shipping,) = rig.shipping_processes(d, port)
+            assert shipping.nice() == 7                            # inherited from its launcher
+            assert rpc.call("127.0.0.1", port, "version", timeout=2).value
+        assert {r.side for r in all_records(layout) if r.role == "server"} == {"A", "B"}
+        assert not [r for r in rig.running(d) if r.role in ("evaluator", "conda")]   # start() starts none
+    finally:
+        records = all_records(layout)
+        rig.down(d)
+    assert records and [r for r in records if identify(r) is not None] == []

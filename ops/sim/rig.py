@@ -3,6 +3,7 @@
 `carla-console sim up/down/inject` and `--demo` call these; the tests call them directly.
 
     up(D)                  -> D/rig.yaml      fresh files, free ports, servers answering `version`
+    start(D).wait()        -> (the same)      the config at once, the servers' answers later (the demo)
     start_evaluator(D, S)  -> ProcRecord      a side's evaluator under the fake conda (detached)
     launch_server(D, N, K) -> Popen           one more server (launcher + shipping), recorded
     inject(D, S, FAULT)    -> Injection       hang | crash | finish | server-crash | server-hang
@@ -14,6 +15,7 @@ fakes (its servers, its conda-wrapped evaluators) — and nothing else.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 
 import os
@@ -104,10 +106,12 @@ def server_argv(layout: SimLayout, rpc_port: int, adapter: int) -> list[str]:
 
 
 def launch_server(dir: str | Path, rpc_port: int, adapter: int, *, side: str | None = None,
-                  log: Path | None = None) -> subprocess.Popen:
+                  log: Path | None = None, nice: int = 0) -> subprocess.Popen:
     """Start one launcher (-> shipping server) detached, in its own session; record the launcher.
 
     Returns at once: the shipping child registers itself when it starts. Use wait_server() to wait.
+    nice: a lower CPU priority for the pair (the shipping child, forked after the launcher's imports,
+    inherits it).
     """
     layout = SimLayout.of(dir)
     log = log or (layout.server_log(side) if side else layout.logs / f"server_{rpc_port}.log")
@@ -115,6 +119,9 @@ def launch_server(dir: str | Path, rpc_port: int, adapter: int, *, side: str | N
     with open(log, "ab") as fh:
         proc = subprocess.Popen(server_argv(layout, rpc_port, adapter), stdin=subprocess.DEVNULL, stdout=fh,
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd=layout.bin)
+    if nice:
+        with contextlib.suppress(OSError):   # gone already: wait_server will say so
+            os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
     try:
         record_started(layout, [ProcRecord.of(psutil.Process(proc.pid), "launcher", side)])
     except psutil.NoSuchProcess:
@@ -245,6 +252,76 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
     Refuses (RuntimeError) when processes of an earlier `up` in dir are still alive: `down` first.
     On any failure, whatever it started is stopped again before the error propagates.
     """
+    layout, excluded_ranges = _fresh(dir, sides, gpus, excluded)
+    try:
+        states, launchers = _launch_sides(layout, sides, excluded_ranges, route_s, routes, tick_s,
+                                          eval_timeout_s, adapter)
+        for i, st in enumerate(states):
+            for attempt in range(3):
+                try:
+                    wait_server(layout.root, launchers[st.name], st.rpc_port, side=st.name)
+                    break
+                except (RuntimeError, TimeoutError):
+                    # Lost a port race (or a slow start): new ports for this side, try again.
+                    if attempt == 2:
+                        raise
+                    _stop_popen(launchers[st.name])
+                    taken = [q for other in states if other is not st for q in
+                             (other.rpc_port, other.rpc_port + 1, other.rpc_port + 2, other.tm_port)]
+                    p = ports_mod.pick(1, excluded=excluded_ranges, avoid=taken)[0]
+                    st = SideState(**{**st.to_json(), "rpc_port": p.rpc, "tm_port": p.tm})
+                    states[i] = st
+                    launchers[st.name] = launch_server(layout.root, p.rpc, adapter, side=st.name)
+                    _CHILDREN.append(launchers[st.name])
+        _write_config(layout, states, stall_s)
+        if start_evaluators:
+            for st in states:
+                start_evaluator(layout.root, st.name)
+    except BaseException:
+        down(layout.root)
+        raise
+    return layout.rig_yaml
+
+
+@dataclass(frozen=True)
+class Startup:
+    """A rig whose config is written and whose servers are starting (`start`); `wait` until they answer."""
+    root: Path
+    rig_yaml: Path
+    launchers: Mapping[str, tuple[subprocess.Popen, int]]   # side -> (launcher, rpc port)
+
+    def wait(self, timeout_s: float = SERVER_READY_S) -> None:
+        """Block until every side's server answers `version` and record its shipping process. No port
+        retry, unlike up(): the config is already out, so a lost port race is an error, as it would be
+        on a real rig."""
+        for side, (launcher, port) in self.launchers.items():
+            wait_server(self.root, launcher, port, timeout_s, side=side)
+
+
+def start(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), route_s: float = 3.0, routes: int = 10,
+          stall_s: float = 6.0, tick_s: float = 0.5, eval_timeout_s: float = 600.0,
+          adapter: int = 0, nice: int = 0) -> Startup:
+    """up() without the waiting: write the rig and launch its servers, return at once.
+
+    For the demo, whose first frame need not wait for the servers: the operator sees them come up, as
+    on a real rig. Evaluators are not started (they need answering servers). Same refusals as up().
+    nice: the servers' CPU priority, so that starting them does not slow the console that shows them.
+    """
+    layout, excluded_ranges = _fresh(dir, sides, None, None)
+    try:
+        states, launchers = _launch_sides(layout, sides, excluded_ranges, route_s, routes, tick_s,
+                                          eval_timeout_s, adapter, nice)
+        _write_config(layout, states, stall_s)
+    except BaseException:
+        down(layout.root)
+        raise
+    return Startup(layout.root, layout.rig_yaml, {st.name: (launchers[st.name], st.rpc_port) for st in states})
+
+
+def _fresh(dir: str | Path, sides: Sequence[str], gpus: dict[str, Any] | None,
+           excluded: Sequence[Sequence] | None) -> tuple[SimLayout, list]:
+    """Validate the side names, refuse a running rig, clear an old one's state, write the tools and
+    the sim's config. Returns the layout and the exclusion ranges the ports must avoid."""
     layout = SimLayout.of(dir)
     names = list(sides)
     if not names or len(set(names)) != len(names) or not all(_SIDE_NAME.match(s) for s in names):
@@ -264,44 +341,27 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
                     f.unlink()
     install.write_tools(layout)
     install.write_sim_config(layout, gpus=gpus, excluded=excluded)
-    excluded_ranges = read_json(layout.excluded_json, [])
+    return layout, read_json(layout.excluded_json, [])
 
-    try:
-        states: list[SideState] = []
-        chosen = ports_mod.pick(len(names), excluded=excluded_ranges)
-        launchers = {}
-        for name, p in zip(names, chosen):
-            work = install.write_work_dir(layout, name, routes)
-            states.append(SideState(name=name, rpc_port=p.rpc, tm_port=p.tm, adapter=adapter, work=str(work),
-                                    route_s=route_s, tick_s=tick_s, eval_timeout_s=eval_timeout_s))
-            launchers[name] = launch_server(layout.root, p.rpc, adapter, side=name)
-            _CHILDREN.append(launchers[name])
-        for i, st in enumerate(states):
-            for attempt in range(3):
-                try:
-                    wait_server(layout.root, launchers[st.name], st.rpc_port, side=st.name)
-                    break
-                except (RuntimeError, TimeoutError):
-                    # Lost a port race (or a slow start): new ports for this side, try again.
-                    if attempt == 2:
-                        raise
-                    _stop_popen(launchers[st.name])
-                    taken = [q for other in states if other is not st for q in
-                             (other.rpc_port, other.rpc_port + 1, other.rpc_port + 2, other.tm_port)]
-                    p = ports_mod.pick(1, excluded=excluded_ranges, avoid=taken)[0]
-                    st = SideState(**{**st.to_json(), "rpc_port": p.rpc, "tm_port": p.tm})
-                    states[i] = st
-                    launchers[st.name] = launch_server(layout.root, p.rpc, adapter, side=st.name)
-                    _CHILDREN.append(launchers[st.name])
-        write_json_atomic(layout.sides_json, {"sides": {st.name: st.to_json() for st in states}})
-        write_text_atomic(layout.rig_yaml, yaml.safe_dump(rig_config(layout, states, stall_s), sort_keys=False))
-        if start_evaluators:
-            for st in states:
-                start_evaluator(layout.root, st.name)
-    except BaseException:
-        down(layout.root)
-        raise
-    return layout.rig_yaml
+
+def _launch_sides(layout: SimLayout, sides: Sequence[str], excluded_ranges: list, route_s: float, routes: int,
+                  tick_s: float, eval_timeout_s: float, adapter: int,
+                  nice: int = 0) -> tuple[list[SideState], dict[str, subprocess.Popen]]:
+    """Free ports, a work dir and a launched (not yet answering) server for each side."""
+    states: list[SideState] = []
+    launchers: dict[str, subprocess.Popen] = {}
+    for name, p in zip(sides, ports_mod.pick(len(sides), excluded=excluded_ranges)):
+        work = install.write_work_dir(layout, name, routes)
+        states.append(SideState(name=name, rpc_port=p.rpc, tm_port=p.tm, adapter=adapter, work=str(work),
+                                route_s=route_s, tick_s=tick_s, eval_timeout_s=eval_timeout_s))
+        launchers[name] = launch_server(layout.root, p.rpc, adapter, side=name, nice=nice)
+        _CHILDREN.append(launchers[name])
+    return states, launchers
+
+
+def _write_config(layout: SimLayout, states: Sequence[SideState], stall_s: float) -> None:
+    write_json_atomic(layout.sides_json, {"sides": {st.name: st.to_json() for st in states}})
+    write_text_atomic(layout.rig_yaml, yaml.safe_dump(rig_config(layout, states, stall_s), sort_keys=False))
 
 
 def _stop_popen(proc: subprocess.Popen) -> None:
