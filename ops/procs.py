@@ -169,6 +169,20 @@ def read_proc(pid: int, boot_time: float | None = None) -> Proc | None:
     return Proc(pid=pid, ppid=ppid, create_time=ctime, cmdline=cmdline, name=comm, state=state)
 
 
+def _reread_state(proc: Proc) -> Proc | None:
+    """proc with its ppid and state read again from /proc/PID/stat (the same object when neither moved);
+    None when it is gone."""
+    try:
+        raw = _read(f"/proc/{proc.pid}/stat", 2048)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    ppid, _, state, _ = parse_stat(raw, 0.0)
+    if state == proc.state and ppid == proc.ppid:
+        return proc
+    return Proc(pid=proc.pid, ppid=ppid, create_time=proc.create_time, cmdline=proc.cmdline, name=proc.name,
+                state=state)
+
+
 class LocalProcScanner:
     """Cached scanner of this machine's /proc; see the module docstring for why the cache is sound."""
 
@@ -199,7 +213,13 @@ class LocalProcScanner:
                 continue
             live.add(key)
             cached = self._cache.get(key)
-            if cached is None or pid in fresh_pids or now - cached.create_time < _SETTLE_S:
+            if cached is not None and pid in fresh_pids and now - cached.create_time >= _SETTLE_S:
+                # A settled process's cmdline is immutable (see above): only its ppid and state move.
+                moved = _reread_state(cached)
+                if moved is None:
+                    continue
+                cached = self._cache[key] = moved
+            elif cached is None or now - cached.create_time < _SETTLE_S:
                 proc = read_proc(pid, self._boot)
                 self.reads += 1
                 if proc is None:

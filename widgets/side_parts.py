@@ -15,6 +15,7 @@ from textual.widget import Widget
 
 from ops.snapshot import SideSnapshot
 from ops.tristate import State
+from widgets.plain_lines import PlainLines
 from widgets.still_lines import StillLines
 from widgets.words import bar, duration, mib, uptime, word
 
@@ -53,8 +54,12 @@ class SidePart(StillLines, Widget):
         self._inputs = inputs
         text = self._build()
         if self._text is None or _key(text) != _key(self._text):
+            # A part of auto height (the log tail) is laid out again when its number of lines changed:
+            # a plain refresh repaints it in the height it had, and a tail that opened on a quiet log
+            # would show its first line only.
+            relayout = self._text is not None and text.plain.count("\n") != self._text.plain.count("\n")
             self._text = text
-            self.refresh()
+            self.refresh(layout=relayout)
 
     def show(self, snap: SideSnapshot | None) -> None:
         self.snap = snap
@@ -250,10 +255,13 @@ class RouteProgress(SidePart):
         return t
 
 
-class LogTail(SidePart):
+class LogTail(PlainLines, SidePart):
     """The last lines the evaluator wrote (what an operator would `tail` first)."""
 
     label = "log"
+
+    def plain_text(self) -> Text:
+        return self.render()
 
     def inputs(self, s: SideSnapshot) -> tuple:
         return (s.log_tail,)   # a quiet log keeps its lines: they are not cleaned again every poll

@@ -52,3 +52,17 @@ async def test_a_resize_rebuilds_every_line(built: Counter) -> None:
         await pilot.resize_terminal(90, 40)
         await pilot.pause(0.3)
         assert {"ServerLine", "VramGauge", "RouteProgress"} <= set(built)
+
+
+async def test_the_log_tail_grows_and_shrinks_with_its_lines() -> None:
+    """The tail's height is auto (up to 3 lines): a console that opened on a quiet log must show all
+    three lines once the evaluator writes them, not the first one only."""
+    async with shown() as (app, pilot, b):
+        snap = b.snaps["A"]
+        log = app.main.pane("A").query_one(LogTail)
+        for lines in (("one",), ("one", "two", "three"), ("one", "two"), ()):
+            app.show_snapshot(replace(snap, log_tail=lines))
+            await pilot.pause(0.1)
+            assert log.size.height == max(1, len(lines)), lines
+            shown_text = [strip.text.strip() for strip in log.render_lines(log.size.region)]
+            assert shown_text == (list(lines) or ["log    (no lines)"])
