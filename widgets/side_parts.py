@@ -16,6 +16,7 @@ from textual.widget import Widget
 from ops.snapshot import SideSnapshot
 from ops.tristate import State
 from widgets.plain_lines import PlainLines
+from widgets.repaint import repaint
 from widgets.still_lines import StillLines
 from widgets.words import bar, duration, mib, uptime, word
 
@@ -59,7 +60,10 @@ class SidePart(StillLines, Widget):
             # would show its first line only.
             relayout = self._text is not None and text.plain.count("\n") != self._text.plain.count("\n")
             self._text = text
-            self.refresh(layout=relayout)
+            if relayout:
+                self.refresh(layout=True)
+            else:
+                repaint(self)
 
     def show(self, snap: SideSnapshot | None) -> None:
         self.snap = snap
