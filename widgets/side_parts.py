@@ -196,18 +196,24 @@ class HeartbeatBar(SidePart):
 
     label = "beat"
 
-    def line(self, s: SideSnapshot) -> Text:
+    def inputs(self, s: SideSnapshot) -> tuple:
+        # The age changes every poll, its display (whole seconds, the bar's cells) mostly does not.
         hb = s.heartbeat
         w = hb.beat.value
         frac = None if hb.age_s is None else hb.age_s / hb.stall_s if hb.stall_s else 1.0
         if hb.age_s is None and w == "NOT_STARTED":
             frac = 0.0
-        text = f" {w} {duration(hb.age_s)} / stall {duration(hb.stall_s)}"
-        t = _head("beat") + Text(f"[{bar(frac, self.bar_width(9 + len(text)))}] ")
+        after = f" {duration(hb.age_s)} / stall {duration(hb.stall_s)}"
+        error = hb.evidence.error if w == "UNKNOWN" else None
+        return (w, bar(frac, self.bar_width(10 + len(w) + len(after))), after, error)
+
+    def line(self, s: SideSnapshot) -> Text:
+        w, cells, after, error = self.inputs(s)
+        t = _head("beat") + Text(f"[{cells}] ")
         t.append_text(word(w))
-        t.append(f" {duration(hb.age_s)} / stall {duration(hb.stall_s)}")
-        if hb.beat.value == "UNKNOWN" and hb.evidence.error:
-            t.append(f"  {hb.evidence.error}", style="dim")
+        t.append(after)
+        if error:
+            t.append(f"  {error}", style="dim")
         return t
 
 

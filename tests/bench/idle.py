@@ -7,7 +7,7 @@ reaped children (cutime+cstime: the conda RPC probes every rpc_every_s and the n
 vram_every_s). `top -b -d 1 -n N` runs beside it in the same window as a reference (its CPU from
 wait4's rusage). The tmux server's CPU (drawing the console's output) is shown too, for information.
 
-    python tests/bench/idle.py [--seconds 60] [--warmup 5]
+    python tests/bench/idle.py [--seconds 60] [--warmup 5] [--checkout DIR]
 """
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ def main() -> int:
     ap.add_argument("--variant", choices=["real", "no-poll", "ops-only"], default="real",
                     help="real: the entry point (the target); others: tests/bench/console_variant.py, to "
                          "attribute the cost")
+    ap.add_argument("--checkout", metavar="DIR", help="run the console of another checkout (another commit) "
+                    "with this one's Python, for a comparison in the same round; its rig is this one's sim")
     a = ap.parse_args()
     become_subreaper()
     print(machine_line())
@@ -49,7 +51,13 @@ def main() -> int:
         spy: subprocess.Popen | None = None
         try:
             prefix = [sys.executable, "-m", "cProfile", "-o", str(Path(a.cprofile).resolve())] if a.cprofile else []
-            if a.variant == "real":
+            if a.checkout:
+                # Its directory first on sys.path: the imports are that checkout's, not this one's.
+                argv = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+                        "from console.cli import main; sys.argv[0] = 'carla-console'; sys.exit(main())",
+                        str(Path(a.checkout).resolve()), "-c", str(rig_yaml)]
+                print(f"checkout: {Path(a.checkout).resolve()}")
+            elif a.variant == "real":
                 argv = [str(ENTRY), "-c", str(rig_yaml)]
             else:
                 argv = [sys.executable, str(Path(__file__).with_name("console_variant.py")), a.variant, str(rig_yaml)]
