@@ -191,26 +191,53 @@ class LocalProcScanner:
         self._boot = _boot_time()
         self._cache: dict[tuple[int, int], Proc] = {}
         self.reads = 0   # cache misses, for the benchmark
+        # The last full scan: its /proc listing, its table, and when its youngest process settles. A
+        # listing that has not moved since, once every process in it has settled, is the same table
+        # (but for the watched processes' state and parent): the loop over each entry is skipped.
+        self._listing: list[tuple[str, int]] | None = None
+        self._procs: dict[int, Proc] = {}
+        self._keys: dict[int, tuple[int, int]] = {}
+        self._settled_at = 0.0
 
     def scan(self, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
         """fresh_pids: processes whose ppid/state must be re-read now (a side's chain)."""
         t0 = time.perf_counter()
         now = time.time()
-        procs: dict[int, Proc] = {}
-        live: set[tuple[int, int]] = set()
         try:
             entries = list(os.scandir("/proc"))
         except OSError as e:
             return ProcTable(self.host, error=f"cannot list /proc: {e}", took_ms=(time.perf_counter() - t0) * 1e3)
-        for entry in entries:
-            name = entry.name
+        # On Linux a DirEntry's inode comes from the directory listing itself: no system call.
+        listing = [(entry.name, entry.inode()) for entry in entries]
+        if listing == self._listing and now >= self._settled_at:
+            procs = self._unmoved(fresh_pids)
+        else:
+            procs = self._full(listing, fresh_pids, now)
+        return ProcTable(self.host, procs=dict(procs), took_ms=(time.perf_counter() - t0) * 1e3)
+
+    def _unmoved(self, fresh_pids: frozenset[int]) -> dict[int, Proc]:
+        """The last table, its watched processes' state and parent read again."""
+        procs = self._procs
+        for pid in fresh_pids & procs.keys():
+            cached = procs[pid]
+            moved = _reread_state(cached)
+            if moved is None:   # gone since the listing: the next listing will say so too
+                del procs[pid]
+                self._cache.pop(self._keys.pop(pid), None)
+            elif moved is not cached:
+                procs[pid] = self._cache[self._keys[pid]] = moved
+        return procs
+
+    def _full(self, listing: list[tuple[str, int]], fresh_pids: frozenset[int], now: float) -> dict[int, Proc]:
+        procs: dict[int, Proc] = {}
+        keys: dict[int, tuple[int, int]] = {}
+        live: set[tuple[int, int]] = set()
+        youngest = 0.0
+        for name, inode in listing:
             if not name.isdigit():
                 continue
             pid = int(name)
-            try:
-                key = (pid, entry.inode())
-            except OSError:
-                continue
+            key = (pid, inode)
             live.add(key)
             cached = self._cache.get(key)
             if cached is not None and pid in fresh_pids and now - cached.create_time >= _SETTLE_S:
@@ -227,10 +254,14 @@ class LocalProcScanner:
                 self._cache[key] = proc
                 cached = proc
             procs[pid] = cached
+            keys[pid] = key
+            youngest = max(youngest, cached.create_time)
         if len(self._cache) > len(live):
             for key in [k for k in self._cache if k not in live]:
                 del self._cache[key]
-        return ProcTable(self.host, procs=procs, took_ms=(time.perf_counter() - t0) * 1e3)
+        self._listing, self._procs, self._keys = listing, procs, keys
+        self._settled_at = youngest + _SETTLE_S
+        return procs
 
 
 def parse_proctable_json(host: str, text: str, took_ms: float) -> ProcTable:
