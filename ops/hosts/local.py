@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from ops.hosts.base import Host, Result
 from ops.hosts.common import (KILL_GRACE_S, MAX_OUTPUT, Detacher, SpawnError, check_argv, check_env,
                               decode, read_capped, timeout_error)
+from ops.timeouts import within
 
 
 def _killpg(pgid: int, sig: int) -> bool:
@@ -117,11 +118,13 @@ class LocalHost(Host, Detacher):
         readers = asyncio.gather(read_capped(proc.stdout, self.max_output),
                                  read_capped(proc.stderr, self.max_output))
         try:
-            (out, out_drop), (err, err_drop) = await asyncio.wait_for(asyncio.shield(readers), timeout)
+            # within(): no task of its own per await (ops/timeouts.py); shield: a timeout leaves the
+            # readers draining the pipes while the group is stopped.
+            (out, out_drop), (err, err_drop) = await within(timeout, asyncio.shield(readers))
             # Pipes at EOF: the leader has (almost surely) exited; waiting for it is bounded by the
             # remaining time too.
             left = max(0.05, timeout - (time.monotonic() - t0))
-            await asyncio.wait_for(proc.wait(), left)
+            await within(left, proc.wait())
         except asyncio.TimeoutError:
             try:
                 await stop_group(proc)
