@@ -5,6 +5,7 @@ to rediscover running sides after it was closed or lost its SSH session.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,11 +44,23 @@ class HarnessState:
 
 
 def side_dir(rig: RigConfig, side: str) -> Path:
-    return Path(rig.state_dir) / "sides" / side
+    return _side_dir(rig.state_dir, side)
 
 
 def state_path(rig: RigConfig, side: str) -> Path:
-    return side_dir(rig, side) / "harness.json"
+    return _state_path(rig.state_dir, side)
+
+
+# Every poll reads each side's state: building the Path anew (pathlib parses each part) cost more than
+# reading the file. Paths are immutable, so one per (state_dir, side) serves every caller.
+@functools.lru_cache(maxsize=256)
+def _side_dir(state_dir: str, side: str) -> Path:
+    return Path(state_dir) / "sides" / side
+
+
+@functools.lru_cache(maxsize=256)
+def _state_path(state_dir: str, side: str) -> Path:
+    return _side_dir(state_dir, side) / "harness.json"
 
 
 def write_state(rig: RigConfig, st: HarnessState) -> None:
