@@ -23,13 +23,16 @@ import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.screens.backend import ActionResult, PortsReport, StepOutcome, Unavailable
 from ops.audit import Audit
 from ops.guard import Confirmation, Guard, Plan
 from ops.model import RigConfig
 from ops.snapshot import SideSnapshot
+
+if TYPE_CHECKING:
+    from ops.sim import rig as sim   # the demo imports it when it runs
 
 LOG_TAIL_LINES = 3
 FRESH_WAIT_S = 120.0
@@ -302,7 +305,7 @@ def _raise_stop(signum: int, _frame: Any) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
-def _launch_demo_sides(startup: Any) -> None:
+def _launch_demo_sides(startup: sim.Startup) -> None:
     """Wait for the demo's servers, then launch its sides (plan, guard, detached harness)."""
     from console.simcmd import launch_sides
     try:

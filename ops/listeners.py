@@ -68,7 +68,7 @@ def listen_sockets() -> list[ListenSocket]:
     return out
 
 
-def _proc_net_listen() -> dict[int, set[int]]:
+def _listen_inodes() -> dict[int, set[int]]:
     """port → socket inodes of LISTEN sockets (IPv4 and IPv6)."""
     out: dict[int, set[int]] = {}
     for sock in listen_sockets():
@@ -130,7 +130,7 @@ def _inode_owners(inodes: set[int]) -> dict[int, int]:
 def local_listeners(host_name: str, interest: Iterable[int] = ()) -> Listeners:
     t0 = time.perf_counter()
     try:
-        by_port = _proc_net_listen()
+        by_port = _listen_inodes()
     except (OSError, ValueError, IndexError) as e:
         return Listeners(host_name, error=f"cannot list listening sockets: {type(e).__name__}: {e}",
                          took_ms=(time.perf_counter() - t0) * 1e3)

@@ -209,26 +209,28 @@ class LocalProcScanner:
             return ProcTable(self.host, error=f"cannot list /proc: {e}", took_ms=(time.perf_counter() - t0) * 1e3)
         # On Linux a DirEntry's inode comes from the directory listing itself: no system call.
         listing = [(entry.name, entry.inode()) for entry in entries]
-        if listing == self._listing and now >= self._settled_at:
-            procs = self._unmoved(fresh_pids)
-        else:
-            procs = self._full(listing, fresh_pids, now)
-        return ProcTable(self.host, procs=dict(procs), took_ms=(time.perf_counter() - t0) * 1e3)
+        if listing != self._listing or now < self._settled_at:
+            self._full(listing, now)
+        self._reread_watched(fresh_pids, now)
+        return ProcTable(self.host, procs=dict(self._procs), took_ms=(time.perf_counter() - t0) * 1e3)
 
-    def _unmoved(self, fresh_pids: frozenset[int]) -> dict[int, Proc]:
-        """The last table, its watched processes' state and parent read again."""
+    def _reread_watched(self, fresh_pids: frozenset[int], now: float) -> None:
+        """The watched processes' state and parent, read again. A settled process's cmdline is immutable
+        (see above): only those move. A young one was just read whole by _full."""
         procs = self._procs
         for pid in fresh_pids & procs.keys():
             cached = procs[pid]
+            if now - cached.create_time < _SETTLE_S:
+                continue
             moved = _reread_state(cached)
             if moved is None:   # gone since the listing: the next listing will say so too
                 del procs[pid]
                 self._cache.pop(self._keys.pop(pid), None)
             elif moved is not cached:
                 procs[pid] = self._cache[self._keys[pid]] = moved
-        return procs
 
-    def _full(self, listing: list[tuple[str, int]], fresh_pids: frozenset[int], now: float) -> dict[int, Proc]:
+    def _full(self, listing: list[tuple[str, int]], now: float) -> None:
+        """The table from the listing: cached processes as they were, new and young ones read whole."""
         procs: dict[int, Proc] = {}
         keys: dict[int, tuple[int, int]] = {}
         live: set[tuple[int, int]] = set()
@@ -240,13 +242,7 @@ class LocalProcScanner:
             key = (pid, inode)
             live.add(key)
             cached = self._cache.get(key)
-            if cached is not None and pid in fresh_pids and now - cached.create_time >= _SETTLE_S:
-                # A settled process's cmdline is immutable (see above): only its ppid and state move.
-                moved = _reread_state(cached)
-                if moved is None:
-                    continue
-                cached = self._cache[key] = moved
-            elif cached is None or now - cached.create_time < _SETTLE_S:
+            if cached is None or now - cached.create_time < _SETTLE_S:
                 proc = read_proc(pid, self._boot)
                 self.reads += 1
                 if proc is None:
@@ -261,7 +257,6 @@ class LocalProcScanner:
                 del self._cache[key]
         self._listing, self._procs, self._keys = listing, procs, keys
         self._settled_at = youngest + _SETTLE_S
-        return procs
 
 
 def parse_proctable_json(host: str, text: str, took_ms: float) -> ProcTable:

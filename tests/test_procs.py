@@ -5,14 +5,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
 from ops import procs
 from ops.procs import LocalProcScanner
-from ops.sim.procs import wait_gone
+from ops.sim.procs import wait_gone, wait_until
 
 
 @pytest.fixture
@@ -22,15 +21,6 @@ def settled(monkeypatch):
     monkeypatch.setattr(procs, "_SETTLE_S", 0.0)
 
 
-def _wait_state(pid: int, want: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if procs.read_proc(pid).state == want:
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"pid {pid} never reached state {want}")
-
-
 def test_a_watched_process_that_exits_shows_as_a_zombie_at_once(settled) -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -38,7 +28,7 @@ def test_a_watched_process_that_exits_shows_as_a_zombie_at_once(settled) -> None
         first = scanner.scan(frozenset({child.pid})).procs[child.pid]
         assert first.state in ("S", "R") and "time.sleep(60)" in " ".join(first.cmdline)
         os.kill(child.pid, signal.SIGKILL)
-        _wait_state(child.pid, "Z")                      # exited, not reaped: still listed in /proc
+        assert wait_until(lambda: procs.read_proc(child.pid).state == "Z", 10)   # exited, not reaped
         assert scanner.scan().procs[child.pid].state == first.state     # unwatched: the cached facts
         now = scanner.scan(frozenset({child.pid})).procs[child.pid]
         assert now.state == "Z"
@@ -62,9 +52,7 @@ def test_a_watched_process_shows_its_new_parent_and_is_the_same_object_while_not
         again = scanner.scan(frozenset({grandchild})).procs[grandchild]
         assert again is before                           # nothing moved: no new object, tokens kept
         middle.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while procs.read_proc(grandchild).ppid == middle.pid and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert wait_until(lambda: procs.read_proc(grandchild).ppid != middle.pid, 10)
         after = scanner.scan(frozenset({grandchild})).procs[grandchild]
         assert before.ppid == middle.pid and after.ppid == procs.read_proc(grandchild).ppid != middle.pid
         assert after.cmdline == before.cmdline

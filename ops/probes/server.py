@@ -27,7 +27,7 @@ def rpc_marker(port: int) -> str:
 def server_processes(table: ProcTable, port: int) -> list[Proc]:
     """Every process carrying the exact marker, outer → inner (launcher before the shipping binary)."""
     marker = rpc_marker(port)
-    found = [p for p in table.procs.values() if marker in p.tokens and p.state != "Z"]
+    found = [p for p in table.procs.values() if p.has_token(marker) and p.state != "Z"]
     found.sort(key=lambda p: (p.create_time, p.pid))
     return found
 

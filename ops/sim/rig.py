@@ -43,6 +43,7 @@ ROUTES_FILE = "routes.xml"
 CHECKPOINT_FILE = "results/result.json"
 LOG_FILE = "logs/eval.log"
 SERVER_READY_S = 10.0
+ROUTE_S = 3.0          # seconds a sim route takes, unless up()/start() are told otherwise
 _SIDE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -244,7 +245,7 @@ def rig_config(layout: SimLayout, sides: Sequence[SideState], stall_s: float) ->
 # ------------------------------------------------------------------------------------------------ up/down
 
 def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: bool = True,
-       route_s: float = 3.0, routes: int = 10, stall_s: float = 6.0,
+       route_s: float = ROUTE_S, routes: int = 10, stall_s: float = 6.0,
        excluded: Sequence[Sequence] | None = None, gpus: dict[str, Any] | None = None,
        tick_s: float = 0.5, eval_timeout_s: float = 600.0, adapter: int = 0) -> Path:
     """Create the rig under dir, start its servers (and evaluators); return the rig.yaml path.
@@ -298,7 +299,7 @@ class Startup:
             wait_server(self.root, launcher, port, timeout_s, side=side)
 
 
-def start(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), route_s: float = 3.0, routes: int = 10,
+def start(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), route_s: float = ROUTE_S, routes: int = 10,
           stall_s: float = 6.0, tick_s: float = 0.5, eval_timeout_s: float = 600.0,
           adapter: int = 0, nice: int = 0) -> Startup:
     """up() without the waiting: write the rig and launch its servers, return at once.

@@ -119,12 +119,10 @@ def rss_mb(pid: int | str = "self") -> float:
 
 # ---------------------------------------------------------------------------------------------- sim rig
 
-ROUTE_S = 3.0   # the sim's default seconds a route
-
-
 def routes_for(seconds: float) -> int:
     """Routes enough that the sim's evaluators still run after `seconds`: a benchmark of a running rig must
     not end on a finished one (10 routes are done in 30 s, and a quiet log costs the console less)."""
+    from ops.sim.rig import ROUTE_S
     return max(10, int(seconds / ROUTE_S) + 1)
 
 
