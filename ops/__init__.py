@@ -1,1 +1,1 @@
-"""The domain of carla-console: no Textual import here (tests/test_imports.py checks it)."""
+"""The domain of carla-console: no Textual import here (tests/unit/test_imports.py checks it)."""

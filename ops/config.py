@@ -6,7 +6,6 @@ line: an operator told "sides.A.evaluator.tm_port (line 31)" fixes it in seconds
 from __future__ import annotations
 
 import os
-import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +13,7 @@ from typing import Any
 
 import yaml
 
-from ops.model import (EvaluatorConfig, HeartbeatConfig, HostConfig, RigConfig, ServerConfig,
-                       SideConfig)
+from ops.model import EvaluatorConfig, HeartbeatConfig, HostConfig, RigConfig, ServerConfig, SideConfig
 
 # Evaluator arguments the console sets itself: letting config set them would let two sides share a server
 # or a TrafficManager, or trip the `--resume type=bool` trap.

@@ -5,10 +5,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from ops.hosts.base import Host
-from ops.hosts.factory import make_hosts
 from ops.model import RigConfig
-from ops.snapshot import Prober
+from ops.platform.base import Host
+from ops.platform.factory import make_hosts
+from ops.probes.prober import Prober
 
 
 @dataclass

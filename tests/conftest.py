@@ -16,8 +16,7 @@ import pytest
 SESSION_MARK = f"pytest-{uuid.uuid4().hex[:12]}"
 os.environ["CARLA_CONSOLE_TEST_SESSION"] = SESSION_MARK
 
-pytest_plugins = ["tests.conftest_ssh"] if os.path.exists(os.path.join(os.path.dirname(__file__),
-                                                                       "conftest_ssh.py")) else []
+pytest_plugins = ["tests.support.conftest_ssh"]
 
 
 def marked_processes(mark: str = SESSION_MARK) -> list[int]:

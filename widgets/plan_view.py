@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
-from ops.guard import UNKNOWN, Plan
+from ops.actions.guard import UNKNOWN, Plan
 from widgets.words import word
 
 

@@ -13,9 +13,18 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from ops.snapshot import SideSnapshot
-from widgets.side_parts import (EvaluatorLine, GpuLine, HeartbeatBar, LogTail, PortsLine, RouteProgress,
-                                ServerLine, SidePart, VramGauge)
+from ops.probes.prober import SideSnapshot
+from widgets.side_parts import (
+    EvaluatorLine,
+    GpuLine,
+    HeartbeatBar,
+    LogTail,
+    PortsLine,
+    RouteProgress,
+    ServerLine,
+    SidePart,
+    VramGauge,
+)
 from widgets.still_lines import StillLines
 from widgets.words import word
 

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from ops.snapshot import SideSnapshot
+from ops.probes.prober import SideSnapshot
 from ops.tristate import State
 from widgets.plain_lines import PlainLines
 from widgets.repaint import repaint

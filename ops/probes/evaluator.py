@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ops.chain import Chain, find_chain
-from ops.files import read_text, stat_file
-from ops.harness_state import HarnessState, read_state
-from ops.hosts.base import Host
 from ops.model import RigConfig, SideConfig
 from ops.parse.checkpoint import Checkpoint, completed_records, driving_score, last_status, parse_checkpoint
 from ops.parse.errors import ParseError
-from ops.procs import ProcTable
+from ops.platform.base import Host
+from ops.platform.files import read_text, stat_file
+from ops.platform.procs import ProcTable
+from ops.probes.chain import Chain, find_chain
+from ops.probes.harness_state import HarnessState, read_state
 from ops.tristate import Evidence, State, Verdict
 
 

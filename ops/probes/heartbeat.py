@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ops.files import stat_file
-from ops.hosts.base import Host
+from ops.platform.base import Host
+from ops.platform.files import stat_file
 from ops.tristate import Beat, Evidence
 
 

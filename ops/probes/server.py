@@ -12,11 +12,12 @@ import json
 import time
 from dataclasses import dataclass
 
-from ops.hostops import TcpCheck, port_check, process_table
-from ops.hosts.base import Host, ScriptUnavailable
 from ops.model import RigConfig, SideConfig
-from ops.pinned import python_argv
-from ops.procs import Proc, ProcTable
+from ops.platform.base import Host, ScriptUnavailable
+from ops.platform.pinned import python_argv
+from ops.platform.procs import Proc, ProcTable
+from ops.platform.types import TcpCheck
+from ops.platform.verbs import port_check, process_table
 from ops.tristate import Evidence, State, Verdict
 
 

@@ -9,10 +9,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from ops.hosts.base import Host
 from ops.model import HostConfig
 from ops.parse.errors import ParseError
 from ops.parse.nvsmi import QUERY_APPS_ARGS, QUERY_GPU_ARGS, parse_compute_apps, parse_query_gpu
+from ops.platform.base import Host
 from ops.tristate import Evidence
 
 

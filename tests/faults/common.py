@@ -1,4 +1,4 @@
-"""Small helpers the fault scenarios share on top of tests/evalops_sim.py (reused, not copied)."""
+"""Small helpers the fault scenarios share on top of tests/support/evalops_sim.py (reused, not copied)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.evalops_sim import REPO, cli, wait_until
+from tests.support.evalops_sim import REPO, cli, wait_until
 
 
 def status(rig_yaml: Path, *extra: str) -> dict:

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ops.procs import Proc, read_proc
-from tests.sshd import SSHD
+from ops.platform.procs import Proc, read_proc
+from tests.support.sshd import SSHD
 
 MARK = f"CARLA_CONSOLE_TEST_SESSION={os.environ.get('CARLA_CONSOLE_TEST_SESSION', '')}".encode()
 Key = tuple[int, float]

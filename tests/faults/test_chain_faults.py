@@ -9,16 +9,15 @@ import sys
 
 import pytest
 
-from ops.procs import read_proc
-from ops.sim import rig as sim
-from tests.evalops_sim import REPO, cli, harness_state, sides, wait_until
+from ops.platform.procs import read_proc
+from sim import rig as sim
 from tests.faults.common import dry_plan, inject, killed_by_signal, wait_stale
-from tests.faults.harness_kit import (Audit, Procs, Records, alive, checkpoint_path, evaluators_of, key,
-                                      plan_keys)
+from tests.faults.harness_kit import Audit, Procs, Records, alive, checkpoint_path, evaluators_of, key, plan_keys
+from tests.support.evalops_sim import REPO, cli, harness_state, sides, wait_until
 
 # The console's own process, with the side's exact marker tokens in its own argv, runs the CLI.
 SELF = ("import json, os, sys\n"
-        "from console.cli import main\n"
+        "from console.cli.main import main\n"
         "print(json.dumps({'self': os.getpid(), 'parent': os.getppid()}), file=sys.stderr, flush=True)\n"
         "sys.exit(main(['-c', sys.argv[1], 'recover', sys.argv[2], *sys.argv[3].split()]))\n")
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ops.config import ConfigError, parse_config
 from ops.model import RigConfig
-from tests.test_config import VALID
+from tests.unit.test_config import VALID
 
 FILE = "/etc/carla-console/rig.yaml"
 COUNT = {"inputs": 0}

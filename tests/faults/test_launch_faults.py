@@ -16,11 +16,11 @@ import pytest
 from ops.config import ConfigError, load_config
 from ops.parse.routes import parse_routes
 from ops.rig import open_rig
-from ops.sim.fake_evaluator import build_parser
-from ops.sim.layout import SimLayout
-from tests.evalops_sim import checkpoint, cli, harness_state, sides, sim_rig, wait_until, write_checkpoint
+from sim.fake_evaluator import build_parser
+from sim.layout import SimLayout
 from tests.faults.common import rewrite
 from tests.faults.harness_kit import Audit, Procs, Records, backups, checkpoint_path, completed, evaluators_of
+from tests.support.evalops_sim import checkpoint, cli, harness_state, sides, sim_rig, wait_until, write_checkpoint
 
 
 @pytest.fixture

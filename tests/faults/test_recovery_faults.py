@@ -14,14 +14,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.evalops_sim import REPO, cli, harness_state, sim_rig, wait_until
 from tests.faults.common import dry_plan, inject, status, wait_stale
 from tests.faults.harness_kit import Audit, Procs, Records, alive, backups, checkpoint_path, plan_keys
+from tests.support.evalops_sim import REPO, cli, harness_state, sim_rig, wait_until
 
 STATE: dict = {}
 

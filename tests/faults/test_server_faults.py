@@ -8,17 +8,17 @@ import json
 
 import pytest
 
-from ops.adapter import ACCEPTED, CRASHED, NO_RISE
+from ops.actions.adapter import ACCEPTED, CRASHED, NO_RISE
+from ops.actions.guard import Confirmation
+from ops.actions.recovery import execute_kill, recovery_plan
 from ops.config import load_config
-from ops.guard import Confirmation
-from ops.recovery import execute_kill, recovery_plan
 from ops.rig import open_rig
-from ops.sim import install
-from ops.sim import rig as sim
-from tests.evalops_sim import cli, sides, wait_until
+from sim import install
+from sim import rig as sim
 from tests.faults.common import inject, rewrite, status, wait_stale
-from tests.faults.harness_kit import Audit, Procs, Records, checkpoint_path, key, plan_keys
-from tests.test_adapter import _configure, marker_procs
+from tests.faults.harness_kit import Audit, Procs, Records, checkpoint_path, plan_keys
+from tests.integration.test_adapter import _configure, marker_procs
+from tests.support.evalops_sim import cli, sides, wait_until
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""SSH faults against a real OpenSSH sshd on 127.0.0.1 (tests/conftest_ssh.py): side A's server and
+"""SSH faults against a real OpenSSH sshd on 127.0.0.1 (tests/support/conftest_ssh.py): side A's server and
 evaluator are reached through it, side B stays local. Each scenario has its own sim rig.
 
 - the connection dropped between plan and execute (sshd killed): the kill is refused, nothing signalled,
@@ -16,12 +16,12 @@ import time
 import psutil
 import pytest
 
+from ops.actions.guard import Confirmation
+from ops.actions.recovery import execute_kill, recovery_plan
 from ops.config import load_config
-from ops.guard import Confirmation
-from ops.recovery import execute_kill, recovery_plan
 from ops.rig import open_rig
-from ops.sim import rig as sim
 from ops.tristate import State
+from sim import rig as sim
 from tests.faults.common import inject, rewrite, wait_stale
 from tests.faults.harness_kit import Audit, Procs, Records, alive, checkpoint_path, key
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ops.hosts.local import LocalHost  # noqa: E402
 from ops.model import HostConfig  # noqa: E402
+from ops.platform.local import LocalHost  # noqa: E402
 from ops.probes.vram import read_vram  # noqa: E402
 from tests.gpu.gpuutil import driver_error, nvml_raw, smi_raw  # noqa: E402
 

@@ -20,9 +20,9 @@ import psutil
 import pytest
 import yaml
 
-from ops.hosts.base import Host
 from ops.model import RigConfig
-from ops.snapshot import Prober
+from ops.platform.base import Host
+from ops.probes.prober import Prober
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent

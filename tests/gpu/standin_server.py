@@ -1,6 +1,6 @@
 """A CARLA server stand-in that really takes GPU memory: what tests/gpu runs where a real GPU exists.
 
-The sim rig's fake server (ops/sim/fake_server.py) only writes a VRAM ledger that a fake nvidia-smi reads;
+The sim rig's fake server (sim/fake_server.py) only writes a VRAM ledger that a fake nvidia-smi reads;
 on a real GPU the console must see real memory move, through the real NVML and the real nvidia-smi. This
 stand-in does that, and nothing else a CARLA server does (no RPC protocol: the carla client is not on the
 GPU machine, so a server probe of it says UNKNOWN, never ALIVE).
@@ -125,7 +125,7 @@ def main(argv: list[str]) -> int:
         try:
             c, _ = srv.accept()
             conns.append(c)   # hold it open, as a server would; the probes only connect and close
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             pass
         except InterruptedError:
             pass

@@ -11,13 +11,26 @@ import asyncio
 
 import pytest
 
-from ops.adapter import ACCEPTED, CRASHED, NO_RISE, AdapterReport, poll_adapters, read_record
+from ops.actions.adapter import ACCEPTED, CRASHED, NO_RISE, AdapterReport, poll_adapters, read_record
+from ops.actions.guard import Confirmation
 from ops.config import load_config
-from ops.guard import Confirmation
-from ops.hosts.local import LocalHost
-from ops.snapshot import Prober
-from tests.gpu.gpuutil import (ALLOC_GIB, GPU_MARKS, HOST, SIDE, GpuLive, compute_pids, free_port, marker_procs,
-                               record, standin_states, stop_marker_procs, wait_gpu_released, write_rig)
+from ops.platform.local import LocalHost
+from ops.probes.prober import Prober
+from tests.gpu.gpuutil import (
+    ALLOC_GIB,
+    GPU_MARKS,
+    HOST,
+    SIDE,
+    GpuLive,
+    compute_pids,
+    free_port,
+    marker_procs,
+    record,
+    standin_states,
+    stop_marker_procs,
+    wait_gpu_released,
+    write_rig,
+)
 
 pytestmark = GPU_MARKS
 START_WAIT_S = 25.0   # torch import + CUDA context + 6 GiB on a fresh machine: ~5-10 s; the stand-in logs it

@@ -2,7 +2,7 @@
 
 A one-side rig: a local host read through NVML, the GPU stand-in (6 GiB on cuda:0, listening on the rpc
 port) as its running server, the evaluator absent. The CLI itself runs as a subprocess (it needs asyncssh,
-through ops.rig; skipped without it); the same snapshot is also taken in-process through ops.snapshot's
+through ops.rig; skipped without it); the same snapshot is also taken in-process through ops.probes.prober's
 Prober, which needs nothing beyond the repo. The server verdict is UNKNOWN there, honestly: the stand-in
 speaks no carla RPC and the machine has no carla client or conda.
 """
@@ -18,10 +18,22 @@ import sys
 import pytest
 
 from ops.config import load_config
-from ops.hosts.local import LocalHost
-from ops.snapshot import Prober
-from tests.gpu.gpuutil import (AGREE_MB, ALLOC_GIB, GPU_MARKS, HOST, REPO, SIDE, free_port, nvml_raw, record,
-                               start_standin, wait_gpu_released, write_rig)
+from ops.platform.local import LocalHost
+from ops.probes.prober import Prober
+from tests.gpu.gpuutil import (
+    AGREE_MB,
+    ALLOC_GIB,
+    GPU_MARKS,
+    HOST,
+    REPO,
+    SIDE,
+    free_port,
+    nvml_raw,
+    record,
+    start_standin,
+    wait_gpu_released,
+    write_rig,
+)
 
 pytestmark = GPU_MARKS
 

@@ -10,11 +10,21 @@ import asyncio
 
 import pytest
 
-from ops.hosts.local import LocalHost
 from ops.model import HostConfig
+from ops.platform.local import LocalHost
 from ops.probes.vram import VramReading, read_vram
-from tests.gpu.gpuutil import (AGREE_MB, ALLOC_GIB, GPU_MARKS, HOST, free_port, nvml_raw, record, smi_raw,
-                               start_standin, wait_gpu_released)
+from tests.gpu.gpuutil import (
+    AGREE_MB,
+    ALLOC_GIB,
+    GPU_MARKS,
+    HOST,
+    free_port,
+    nvml_raw,
+    record,
+    smi_raw,
+    start_standin,
+    wait_gpu_released,
+)
 
 pytestmark = GPU_MARKS
 

@@ -1,7 +1,6 @@
 """TUI tests: every time on screen is rendered in UTC, so the snapshots match on any machine."""
 from __future__ import annotations
 
-import os
 import time
 
 import pytest

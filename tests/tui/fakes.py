@@ -11,18 +11,18 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.screens.backend import ActionResult, PortsReport, StepOutcome, Unavailable
-from ops.chain import Chain, ChainMember
-from ops.guard import Confirmation, Op, Plan, Target, make_plan
-from ops.harness_state import HarnessState
+from console.tui.protocol import ActionResult, PortsReport, StepOutcome, Unavailable
+from ops.actions.guard import Confirmation, Op, Plan, Target, make_plan
 from ops.model import EvaluatorConfig, HeartbeatConfig, HostConfig, RigConfig, ServerConfig, SideConfig
 from ops.parse.checkpoint import Checkpoint, RouteRecord
+from ops.platform.procs import Proc
+from ops.probes.chain import Chain, ChainMember
 from ops.probes.evaluator import CheckpointReading, EvaluatorProbe
+from ops.probes.harness_state import HarnessState
 from ops.probes.heartbeat import HeartbeatProbe
+from ops.probes.prober import SideSnapshot
 from ops.probes.server import ServerProbe
 from ops.probes.vram import Gpu, VramReading
-from ops.procs import Proc
-from ops.snapshot import SideSnapshot
 from ops.tristate import Beat, Evidence, State, Verdict
 
 T0 = 1_700_000_000.0          # 2023-11-14 22:13:20 UTC: the frozen "now" of every snapshot
@@ -165,7 +165,7 @@ class FakeBackend:
 
     def recovery(self, side: str):
         if self.recovery_driver is None:
-            raise Unavailable("ops/recovery.py has not landed")
+            raise Unavailable("ops/actions/recovery.py has not landed")
         self.recovery_driver.side = side
         return self.recovery_driver
 
@@ -220,7 +220,7 @@ def with_unknown_evaluator(plan: Plan) -> Plan:
 @contextlib.asynccontextmanager
 async def shown(side: str = "A", size: tuple[int, int] = (120, 40)) -> AsyncIterator[tuple[Any, Any, FakeBackend]]:
     """A running console (no poll loop) on a FakeBackend, with side's snapshot shown: (app, pilot, backend)."""
-    from console.app import ConsoleApp
+    from console.tui.app import ConsoleApp
     b = FakeBackend()
     app = ConsoleApp(b, poll=False)
     async with app.run_test(size=size) as pilot:

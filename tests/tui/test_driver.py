@@ -1,4 +1,4 @@
-"""The quiet input thread (console/driver.py) on a real pty: keys and a lone ESC still arrive, it blocks
+"""The quiet input thread (console/tui/driver.py) on a real pty: keys and a lone ESC still arrive, it blocks
 while nothing comes, and setting the exit flag ends it at once."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 import textual
 from textual import events
 
-from console import driver as quiet
-from console.app import ConsoleApp
+from console.tui import driver as quiet
+from console.tui.app import ConsoleApp
 from tests.tui.fakes import FakeBackend
 
 
@@ -69,7 +69,7 @@ def running(monkeypatch):
 
 
 def test_textual_is_the_version_the_loop_was_copied_from() -> None:
-    assert textual.__version__ == "8.2.8", "re-copy LinuxDriver.run_input_thread into console/driver.py"
+    assert textual.__version__ == "8.2.8", "re-copy LinuxDriver.run_input_thread into console/tui/driver.py"
 
 
 def test_keys_and_a_lone_escape_arrive(running) -> None:

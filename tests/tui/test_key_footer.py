@@ -5,7 +5,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from console.app import ConsoleApp
+from console.tui.app import ConsoleApp
 from tests.tui.fakes import FakeBackend
 from widgets.key_footer import KeyFooter
 

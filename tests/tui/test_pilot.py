@@ -5,14 +5,14 @@ import asyncio
 from dataclasses import replace
 
 import pytest
-
-from console.app import ConsoleApp
-from console.screens.confirm import ConfirmScreen
-from console.screens.help import HelpScreen
-from console.screens.main import DESTRUCTIVE_ACTIONS
-from console.screens.report import ReportScreen
-from console.screens.wizard import RecoveryWizard
 from textual.widgets import Button, Input
+
+from console.tui.app import ConsoleApp
+from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.help import HelpScreen
+from console.tui.screens.main import DESTRUCTIVE_ACTIONS
+from console.tui.screens.report import ReportScreen
+from console.tui.screens.wizard import RecoveryWizard
 from tests.tui.fakes import FakeBackend, FakeRecovery, kill_plan, stale, with_unknown_evaluator
 from widgets.side_pane import SidePane
 from widgets.side_parts import PortsLine

@@ -11,6 +11,7 @@ from tests.tui.fakes import shown
 from widgets.plain_lines import PlainLines
 from widgets.side_parts import LogTail
 
+
 def _both(log: LogTail) -> tuple[list, list]:
     """(this module's strips, Textual's strips) for the log tail as it is now."""
     assert log._plain_lines() is not None, "the fast path must be taken for this case"

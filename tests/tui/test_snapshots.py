@@ -5,7 +5,7 @@ the SVGs in tests/tui/__snapshots__ before committing them.
 """
 from __future__ import annotations
 
-from console.app import ConsoleApp
+from console.tui.app import ConsoleApp
 from tests.tui.fakes import T0, FakeBackend, FakeRecovery, kill_plan, rig_config, stale, with_unknown_evaluator
 
 AUDIT = [

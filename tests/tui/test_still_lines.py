@@ -8,7 +8,7 @@ import textual
 from textual._styles_cache import StylesCache
 from textual.widget import Widget
 
-from console.app import ConsoleApp
+from console.tui.app import ConsoleApp
 from tests.tui.fakes import shown
 from widgets.event_log import EventLog
 from widgets.side_parts import LogTail, ServerLine

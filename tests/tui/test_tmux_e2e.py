@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.tmux_driver import Tmux
+from tests.support.tmux_driver import Tmux
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
 
@@ -99,7 +99,7 @@ def _wait_exit(proc: psutil.Process, within: float) -> bool:
 
 @pytest.mark.skipif(TMUX is None, reason="tmux not installed")
 def test_hang_recovered_from_keys_in_tmux(tmp_path: Path) -> None:
-    from ops.sim import rig as sim
+    from sim import rig as sim
 
     rig_dir = tmp_path / "rig"
     tmux = Tmux("e2e", W, H, every=EVERY_S)
@@ -149,7 +149,7 @@ def test_hang_recovered_from_keys_in_tmux(tmp_path: Path) -> None:
 def test_demo_comes_up_runs_both_sides_and_cleans_up_on_quit(tmp_path: Path) -> None:
     """The README's first command: `carla-console --demo` starts its own sim rig, launches both sides
     through the guard, and on `q` stops exactly what it started and removes its directory."""
-    from ops.sim import rig as sim
+    from sim import rig as sim
 
     tmux = Tmux("demo", W, H, every=EVERY_S)
     # TMPDIR puts the demo's directory under tmp_path, where the test can find it (and clean up after a

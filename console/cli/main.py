@@ -1,0 +1,105 @@
+"""The command line: `carla-console [-c FILE] [--read-only] [--demo] [COMMAND ...]`.
+
+Exit codes (design.md §3): 0 ok, 1 a finding, 2 usage or config error, 3 refused (fail-closed).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from console.cli.exits import EXIT_OK, EXIT_USAGE
+from ops.config import ConfigError, default_config_path, load_config
+from ops.model import RigConfig
+from ops.platform.child_watch import use_pidfd_child_watcher
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="carla-console", description="Run and rescue CARLA evaluation rigs.")
+    ap.add_argument("-c", "--config", help=f"rig config (default {default_config_path()})")
+    ap.add_argument("--read-only", action="store_true", help="TUI without any destructive binding")
+    ap.add_argument("--demo", action="store_true", help="start a simulated rig, show it, stop it on exit")
+    sub = ap.add_subparsers(dest="command")
+
+    sub.add_parser("check-config", help="validate the config (exit 0 valid, 2 invalid)")
+    p = sub.add_parser("status", help="one snapshot of every side")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-rpc", action="store_true", help="skip the carla-client probe (faster, less certain)")
+
+    p = sub.add_parser("ports", help="winNAT exclusion scan and planned-port check")
+    p.add_argument("--netsh-file", help="read the exclusion table from this file instead of the host")
+    p.add_argument("--json", action="store_true")
+
+    for name, helptext in (("launch", "start the side's harness"), ("recover", "guided recovery of a hung side")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("side")
+        p.add_argument("--dry-run", action="store_true")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--yes", action="store_true", help="confirm (never overrides UNKNOWN)")
+    p = sub.add_parser("adapter", help="adapter polling")
+    p.add_argument("side")
+    p.add_argument("--yes", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("reclaim", help="stop an IDLE side's server")
+    p.add_argument("side")
+    p.add_argument("--yes", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("harness", help="(internal) the detached supervisor of one side's run")
+    p.add_argument("side")
+
+    sim = sub.add_parser("sim", help="the simulated rig")
+    ssub = sim.add_subparsers(dest="sim_command", required=True)
+    p = ssub.add_parser("up")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--no-evaluators", action="store_true", help="start only the servers")
+    p = ssub.add_parser("down")
+    p.add_argument("--dir", required=True)
+    p = ssub.add_parser("inject")
+    p.add_argument("--dir", required=True)
+    p.add_argument("side")
+    p.add_argument("fault", choices=["hang", "crash", "finish", "server-crash", "server-hang"])
+    return ap
+
+
+def _load(args: argparse.Namespace) -> RigConfig:
+    return load_config(args.config or default_config_path())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    use_pidfd_child_watcher()
+    try:
+        return _dispatch(args)
+    except ConfigError as e:
+        print(f"carla-console: config error\n{e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    cmd = args.command
+    if cmd == "sim":
+        from console.cli import sim
+        return sim.run(args)
+    if cmd is None:
+        from console.tui import backend
+        return backend.run(args)
+    if cmd == "check-config":
+        rig = _load(args)
+        for w in rig.warnings:
+            print(f"warning: {w}")
+        print(f"{rig.path}: ok ({len(rig.sides)} sides, {len(rig.hosts)} hosts)")
+        return EXIT_OK
+    rig = _load(args)
+    if cmd == "status":
+        from console.cli import status
+        return asyncio.run(status.run(rig, as_json=args.json, rpc=not args.no_rpc))
+    if cmd in ("ports", "launch", "recover", "adapter", "reclaim", "harness"):
+        import importlib
+        return importlib.import_module(f"console.cli.{cmd}").run(rig, args)
+    print(f"carla-console: unknown command {cmd}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+

@@ -1,0 +1,36 @@
+"""`status [--json]`: one snapshot of every side, as an aligned table or JSON (design.md §3)."""
+from __future__ import annotations
+
+from console.cli.exits import EXIT_OK, print_json
+from ops.model import RigConfig
+from ops.rig import open_rig
+
+
+async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
+    async with open_rig(rig) as live:
+        snaps = await live.prober.all(rpc=rpc)
+    if as_json:
+        print_json({"rig": rig.name, "sides": {n: s.to_json() for n, s in snaps.items()}})
+        return EXIT_OK
+    rows = [("SIDE", "SERVER", "PID", "ADAPTER", "PORTS", "VRAM", "HEARTBEAT", "EVALUATOR", "PROGRESS", "DS", "IDLE")]
+    for name, s in snaps.items():
+        j = s.to_json()
+        v = j["vram"]
+        vram = "?" if v["used_mb"] is None else f"{v['used_mb']}/{v['total_mb'] or '?'}"
+        hb = j["heartbeat"]
+        age = "" if hb["age_s"] is None else f" {hb['age_s']:.0f}s"
+        ev = j["evaluator"]
+        prog = "?" if ev["progress"] is None else f"{ev['progress'][0]}/{ev['progress'][1]}"
+        ports = j["server"]["ports"]
+        rows.append((name, j["server"]["state"], str(j["server"]["pid"] or "-"), str(j["server"]["adapter"]
+                     if j["server"]["adapter"] is not None else "-"),
+                     f"{ports['rpc']}-{ports['secondary']}/tm{ports['tm']}", vram, hb["state"] + age,
+                     f"{ev['state']} {ev['phase']}", prog, "-" if ev["ds"] is None else f"{ev['ds']:.1f}",
+                     "IDLE" if j["idle"] else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for name, s in snaps.items():
+        if s.server.verdict.state.value == "UNKNOWN":
+            print(f"{name}: server UNKNOWN — {s.server.verdict.summary}")
+    return EXIT_OK

@@ -1,0 +1,343 @@
+"""Launching a side: the evaluator's exact argv, the checks that refuse a launch, and the detached harness.
+
+`plan_launch` only reads (the dry-run shows exactly what a launch would do and refuses the same way);
+`execute_launch` goes through the guard (Op.RELAUNCH), backs the checkpoint up and starts
+`carla-console -c RIG harness SIDE` in its own session, so the run survives the console and its SSH
+session. The harness (ops/actions/harness.py) calls `plan_launch` again before every attempt: the rule is applied
+where the evaluator is actually started, not just once at the console.
+
+Refusals (exit 3): this side's evaluator or harness already running (a second one would fight for the
+server: the incident of the outer bash loop), server not ALIVE, port conflicts, conda env missing,
+checkpoint total mismatch (Bench2Drive would empty it), anything UNKNOWN.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import posixpath
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ops.actions import resume as rr
+from ops.actions.audit import Audit
+from ops.actions.guard import Confirmation, Guard, Op, Outcome, Plan, make_plan
+from ops.model import RigConfig, SideConfig
+from ops.platform.pinned import python_argv
+from ops.platform.procs import ProcTable
+from ops.probes.harness_state import HarnessState, read_state, side_dir
+from ops.probes.ports import scan_ports
+from ops.probes.prober import SideSnapshot
+from ops.tristate import State
+
+CONDA_LIST_TIMEOUT_S = 60.0   # a cold `conda env list` on a big install takes seconds
+HARNESS_START_WAIT_S = 30.0   # the harness probes the server (carla client in the pinned env) first
+
+
+@dataclass(frozen=True)
+class Check:
+    """One precondition of a launch, with what was measured."""
+
+    name: str
+    status: str            # ok | refused | unknown
+    detail: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "detail": self.detail}
+
+
+def evaluator_args(side: SideConfig, resume: bool) -> list[str]:
+    """The evaluator's own arguments: the ports and files the console owns, then the config's args."""
+    ev = side.evaluator
+    args = ["--port", str(side.server.rpc_port), "--traffic-manager-port", str(ev.tm_port),
+            "--checkpoint", ev.path(ev.checkpoint), "--routes", ev.path(ev.routes)]
+    if resume:
+        args += list(rr.RESUME_FLAG)   # never "--resume False": type=bool makes that True
+    for key, value in ev.args:
+        args += [f"--{key}", value]
+    return args
+
+
+def evaluator_argv(rig: RigConfig, side: SideConfig, resume: bool) -> list[str]:
+    """`conda run -n ENV --no-capture-output --cwd DIR python SCRIPT --port N ...`"""
+    ev = side.evaluator
+    return python_argv(rig, ev, ev.script, evaluator_args(side, resume))
+
+
+def evaluator_env(side: SideConfig) -> dict[str, str]:
+    """The env the config sets, explicitly (added to the harness's inherited environment)."""
+    return dict(side.evaluator.env)
+
+
+def harness_argv(rig: RigConfig, side: str) -> list[str]:
+    """The exact tokens ops/probes/chain.py's is_harness_of looks for (`-c RIG` ... `harness SIDE`)."""
+    return [sys.executable, "-m", "console", "-c", rig.path, "harness", side]
+
+
+def harness_log(rig: RigConfig, side: str) -> str:
+    return str(side_dir(rig, side) / "harness.log")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    side: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(hash=False)
+    cwd: str
+    decision: rr.ResumeDecision
+    backup: str | None                       # where the backup will go (None: no checkpoint to copy)
+    refused: str | None
+    checks: tuple[Check, ...]
+    plan: Plan                               # the guard's Op.RELAUNCH plan
+    harness_argv: tuple[str, ...]
+    checkpoint_bytes: bytes | None = field(default=None, repr=False, hash=False)
+
+    @property
+    def allowed(self) -> bool:
+        return self.refused is None
+
+    def to_json(self) -> dict:
+        return {"argv": list(self.argv), "env": dict(self.env), "cwd": self.cwd, "resume": self.decision.resume,
+                "resume_reason": self.decision.reason, "backup": self.backup, "refused": self.refused,
+                "side": self.side, "checks": [c.to_json() for c in self.checks],
+                "harness_argv": list(self.harness_argv),
+                "checkpoint": {"verdict": self.decision.verdict, "completed": self.decision.completed,
+                               "total": self.decision.total, "routes": self.decision.routes},
+                "verdicts": dict(self.plan.verdicts)}
+
+
+# ---- checks ---------------------------------------------------------------------------------------
+
+
+def _running_check(snap: SideSnapshot) -> tuple[str, Check]:
+    ev = snap.evaluator
+    if ev.verdict.state is State.UNKNOWN:
+        return "UNKNOWN", Check("running", "unknown", f"evaluator UNKNOWN: {ev.verdict.summary}")
+    members = ev.chain.members
+    if members:
+        who = ", ".join(f"{m.role} {m.proc.pid}" for m in members)
+        return "ALIVE", Check("running", "refused", f"side {snap.name} already running ({who}): a second "
+                              "evaluator would fight for the same server")
+    return "DEAD", Check("running", "ok", "no harness, wrapper or evaluator of this side")
+
+
+def _server_check(snap: SideSnapshot) -> tuple[str, Check]:
+    v = snap.server.verdict
+    if v.state is State.ALIVE:
+        return "ALIVE", Check("server", "ok", v.summary)
+    if v.state is State.DEAD:
+        return "DEAD", Check("server", "refused", f"server DEAD ({v.summary}): start it first "
+                             f"(carla-console adapter {snap.name})")
+    return "UNKNOWN", Check("server", "unknown", f"server UNKNOWN: {v.summary}")
+
+
+async def _ports_check(live, side: SideConfig) -> tuple[str, Check]:
+    try:
+        scan = await scan_ports(live)
+        data = scan.to_json()["sides"][side.name]
+    except Exception as e:  # fail-closed: a scan that broke is UNKNOWN, with the raw error
+        return "UNKNOWN", Check("ports", "unknown", f"port scan failed: {type(e).__name__}: {e}")
+    conflicts = data.get("conflicts") or []
+    verdict = str(data.get("verdict") or data.get("state") or ("CONFLICT" if conflicts else "CLEAR")).upper()
+    if conflicts:
+        verdict = "CONFLICT"
+    if verdict == "CLEAR":
+        return "CLEAR", Check("ports", "ok", f"planned {data.get('planned')}: no conflict")
+    if verdict == "CONFLICT":
+        text = "; ".join(f"{c.get('port')}: {c.get('reason')}" for c in conflicts)
+        sug = data.get("suggestion")
+        return "CONFLICT", Check("ports", "refused", f"port conflicts: {text}"
+                                 + (f" (nearest free block: {sug})" if sug else ""))
+    return "UNKNOWN", Check("ports", "unknown", f"port scan {verdict}: {data.get('error') or data}")
+
+
+def env_names(conda_json: str) -> set[str] | str:
+    """Env names from `conda env list --json` ({"envs": [prefix, ...]}); an error string if unreadable.
+
+    A named env lives at ROOT/envs/NAME; the root prefix (the first entry) is `base`.
+    """
+    try:
+        prefixes = json.loads(conda_json)["envs"]
+        if not isinstance(prefixes, list) or not all(isinstance(p, str) for p in prefixes):
+            raise TypeError("envs is not a list of paths")
+    except (ValueError, KeyError, TypeError) as e:
+        return f"unparseable `conda env list --json` ({e}): {conda_json[:200]!r}"
+    names = {posixpath.basename(p.rstrip("/")) for p in prefixes} | set(prefixes)
+    if prefixes:
+        names.add("base")
+    return names
+
+
+async def _conda_check(live, side: SideConfig) -> Check:
+    rig: RigConfig = live.config
+    ev = side.evaluator
+    argv = [*rig.conda, "env", "list", "--json"]
+    res = await live.hosts[ev.host].run(argv, timeout=CONDA_LIST_TIMEOUT_S)
+    if not res.ok:
+        return Check("conda-env", "unknown", f"`{' '.join(argv)}` on {ev.host}: {res.why()}")
+    names = env_names(res.stdout)
+    if isinstance(names, str):
+        return Check("conda-env", "unknown", names)
+    if ev.conda_env not in names:
+        return Check("conda-env", "refused", f"conda env {ev.conda_env!r} missing on {ev.host} "
+                     f"(`conda env list`: {', '.join(sorted(n for n in names if '/' not in n))})")
+    return Check("conda-env", "ok", f"conda env {ev.conda_env} present")
+
+
+def _checkpoint_check(d: rr.ResumeDecision) -> Check:
+    status = {rr.CP_OK: "ok", rr.CP_ABSENT: "ok", rr.CP_MISMATCH: "refused"}.get(d.verdict, "unknown")
+    return Check("checkpoint", status, d.refused or d.reason)
+
+
+# ---- the plan -------------------------------------------------------------------------------------
+
+
+async def fresh_tables(live, timeout: float | None = None) -> dict[str, ProcTable]:
+    """Every host's process table, bounded by the sides' own probe timeout (a hung host costs that, not
+    more). Zombies (this container's PID 1 never reaps orphans) are no chain members: find_chain skips
+    state Z, and the prober re-reads the last poll's chain pids rather than trusting its scan cache."""
+    rig: RigConfig = live.config
+    names = {h for s in rig.sides.values() for h in (s.server.host, s.evaluator.host)}
+    if timeout is None:
+        timeout = max(s.server.probe_timeout_s for s in rig.sides.values())
+    return await live.prober.tables(names, timeout)
+
+
+async def side_snapshot(live, side: str) -> tuple[SideSnapshot, dict[str, ProcTable]]:
+    """The snapshot a destructive plan is built on: fresh chain members, the RPC probe forced."""
+    tables = await fresh_tables(live)
+    return await live.prober.side(side, rpc=True, tables=tables), tables
+
+
+async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None) -> LaunchPlan:
+    """Everything a launch of `side` would do, and whether it is refused. Reads only."""
+    rig: RigConfig = live.config
+    sc = rig.side(side)
+    ev_host = live.hosts[sc.evaluator.host]
+    checks: list[Check] = []
+    if not ev_host.is_local:
+        # The harness is started here and runs the evaluator as its child; on another host it would have
+        # to be started there (ssh + setsid), which is not built yet.
+        checks.append(Check("host", "refused", f"evaluator host {sc.evaluator.host} is not this machine: "
+                            "detached runs on remote evaluator hosts are not supported yet"))
+    snap = snapshot or (await side_snapshot(live, side))[0]
+    ev_word, running = _running_check(snap)
+    srv_word, server = _server_check(snap)
+    (port_word, ports), conda = await asyncio.gather(_ports_check(live, sc), _conda_check(live, sc))
+    decision, cp = rr.decide_for(sc) if ev_host.is_local else (
+        rr.ResumeDecision(False, "remote checkpoint not read", rr.CP_UNKNOWN,
+                          refused="remote checkpoint not read"), rr.CheckpointRead(None))
+    checks += [running, server, ports, conda, _checkpoint_check(decision)]
+    verdicts = {"server": srv_word, "evaluator": ev_word, "checkpoint": decision.verdict, "ports": port_word}
+    failing = [c for c in checks if c.status != "ok"]
+    refused = "; ".join(c.detail for c in failing) or None
+    argv = evaluator_argv(rig, sc, decision.resume)
+    backup = rr.planned_backup(rig, sc, cp.data is not None)
+    evidence = (f"evaluator argv: {' '.join(argv)}", f"cwd: {sc.evaluator.cwd}",
+                f"resume: {decision.reason}", f"backup: {backup or 'none (no checkpoint)'}",
+                *(f"{c.name}: {c.status}: {c.detail}" for c in checks))
+    hargv = harness_argv(rig, side)
+    plan = make_plan(Op.RELAUNCH, side, sc.evaluator.host, (), verdicts, evidence=evidence,
+                     action=f"start the detached harness `{' '.join(hargv)}`",
+                     precondition=refused)
+    return LaunchPlan(side, tuple(argv), evaluator_env(sc), sc.evaluator.cwd, decision, backup,
+                      refused or plan.refused, tuple(checks), plan, tuple(hargv), cp.data)
+
+
+# ---- executing ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    outcome: Outcome
+    harness_pid: int | None = None
+    backup: str | None = None
+    harness_status: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+    def to_json(self) -> dict:
+        return {**self.outcome.to_json(), "harness_pid": self.harness_pid, "backup": self.backup,
+                "harness_status": self.harness_status}
+
+
+def reread_same(lp: LaunchPlan, sc: SideConfig) -> tuple[bool, bytes | None, str]:
+    """The checkpoint must still be the bytes the decision was made from (else decide again)."""
+    now = rr.read_bytes(sc.evaluator.path(sc.evaluator.checkpoint))
+    if now.error:
+        return False, None, f"checkpoint UNKNOWN at launch: {now.error}"
+    if now.data != lp.checkpoint_bytes:
+        return False, None, "the checkpoint changed since the plan: plan again"
+    return True, now.data, ""
+
+
+def needs_server(lp: LaunchPlan, sc: SideConfig) -> bool:
+    """Refused only because the server is DEAD, on a side whose config lets the console start it."""
+    return (sc.server.auto_start and lp.plan.verdicts.get("server") == "DEAD"
+            and "UNKNOWN" not in lp.plan.verdicts.values())
+
+
+async def start_server(live, side: str, conf: Confirmation) -> tuple[bool, str]:
+    """Adapter polling (its own plan, verdicts and guard pass) to bring a DEAD server up."""
+    from ops.actions.adapter import poll_adapters
+    report = await poll_adapters(live, side, conf)
+    acc = report.accepted
+    if acc is not None:
+        return True, f"server started on adapter {acc.adapter} (+{acc.delta_mb} MiB)"
+    return False, f"adapter polling found no server: {report.refused or report.stopped_on or 'no candidate rendered'}"
+
+
+async def execute_launch(live, lp: LaunchPlan, conf: Confirmation, *, guard: Guard | None = None,
+                         wait_s: float = HARNESS_START_WAIT_S) -> LaunchResult:
+    """Through the guard: re-read the checkpoint, back it up, start the harness detached, wait until it
+    reports (its harness.json names its pid) so that a refusal by the harness is not lost."""
+    rig: RigConfig = live.config
+    sc = rig.side(lp.side)
+    guard = guard or Guard(live.hosts, Audit(rig.state_dir))
+    got: dict = {}
+
+    async def action(_plan: Plan) -> tuple[bool, str]:
+        same, data, why = reread_same(lp, sc)
+        if not same:
+            return False, why
+        got["backup"] = rr.backup(rig, sc, data)
+        from ops.platform.local import spawn_detached
+        log = harness_log(rig, lp.side)
+        side_dir(rig, lp.side).mkdir(parents=True, exist_ok=True)
+        pid = spawn_detached(list(lp.harness_argv), cwd=sc.evaluator.cwd, log_path=log)
+        got["pid"] = pid
+        st = await wait_harness(rig, lp.side, pid, wait_s)
+        got["status"] = st.status if isinstance(st, HarnessState) else None
+        if not isinstance(st, HarnessState):
+            return False, f"harness {pid} started but has not reported within {wait_s:.0f} s ({st}); see {log}"
+        if st.status in ("refused", "failed"):
+            return False, f"harness {pid} {st.status}: {st.detail}"
+        return True, f"harness {pid} {st.status} (attempt {st.attempt}); backup {got['backup']}; log {log}"
+
+    outcome = await guard.execute(lp.plan, conf, action=action)
+    return LaunchResult(outcome, got.get("pid"), got.get("backup"), got.get("status"))
+
+
+async def wait_harness(rig: RigConfig, side: str, pid: int, within: float) -> HarnessState | str:
+    """The harness's state once it has started an attempt (or given up); a reason string otherwise."""
+    from ops.platform.procs import read_proc
+    deadline = time.monotonic() + within
+    last = "no state yet"
+    while True:
+        st = read_state(rig, side)
+        if isinstance(st, HarnessState) and st.pid == pid and st.status not in ("starting",):
+            return st
+        if isinstance(st, str):
+            last = st
+        proc = read_proc(pid)
+        if proc is None or proc.state == "Z":
+            st = read_state(rig, side)
+            if isinstance(st, HarnessState) and st.pid == pid:
+                return st
+            return f"harness {pid} exited without a state"
+        if time.monotonic() >= deadline:
+            return last
+        await asyncio.sleep(0.1)

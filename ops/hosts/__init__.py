@@ -1,4 +1,0 @@
-"""Hosts: one async interface to run argv on a machine, local or remote, always with a timeout."""
-from ops.hosts.base import Host, Result
-
-__all__ = ["Host", "Result"]

@@ -1,0 +1,87 @@
+"""Pieces every host implementation shares: limits, error texts, the detached-spawn interface."""
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+# A runaway tool (a log cat, a verbose probe) must not eat the console's memory: each stream keeps its
+# first MAX_OUTPUT bytes, the rest is read and dropped so the child never blocks on a full pipe.
+MAX_OUTPUT = 8 * 1024 * 1024
+TRUNCATED_NOTE = "\n[carla-console: output truncated after {n} bytes]\n"
+
+# TERM, then this long for the process group to go, then KILL.
+KILL_GRACE_S = 1.0
+
+
+class _Readable(Protocol):
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+async def read_capped(stream: _Readable | None, cap: int = MAX_OUTPUT) -> tuple[bytes, int]:
+    """Read to EOF, keep the first `cap` bytes, count (and drop) the rest: (kept, dropped)."""
+    if stream is None:
+        return b"", 0
+    kept = bytearray()
+    dropped = 0
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            return bytes(kept), dropped
+        room = cap - len(kept)
+        if room > 0:
+            kept += chunk[:room]
+        dropped += max(0, len(chunk) - max(room, 0))
+
+
+class SpawnError(RuntimeError):
+    """A detached process could not be started; the message is the raw reason."""
+
+
+def timeout_error(timeout: float) -> str:
+    return f"timeout after {float(timeout)} s"
+
+
+def decode(data: bytes, truncated_by: int = 0) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if truncated_by:
+        text += TRUNCATED_NOTE.format(n=len(data))
+    return text
+
+
+def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """Validate env names once for every host: a name with '=' or NUL would smuggle another variable."""
+    out: dict[str, str] = {}
+    for k, v in (env or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ValueError(f"environment entries must be strings: {k!r}={v!r}")
+        if not k or "=" in k or "\x00" in k or "\x00" in v:
+            raise ValueError(f"invalid environment variable: {k!r}")
+        out[k] = v
+    return out
+
+
+def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(argv, (str, bytes)):
+        # A bare string would be iterated character by character; it is always a caller bug.
+        raise TypeError("argv must be a sequence of strings, not a string")
+    out = tuple(argv)
+    if not out:
+        raise ValueError("empty argv")
+    for a in out:
+        if not isinstance(a, str):
+            raise TypeError(f"argv elements must be str, got {type(a).__name__}: {a!r}")
+        if "\x00" in a:
+            raise ValueError("argv element contains NUL")
+    return out
+
+
+class Detacher(abc.ABC):
+    """Hosts that can start a long-lived process that outlives the console (the harness, a server)."""
+
+    @abc.abstractmethod
+    async def spawn_detached(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                             cwd: str | None = None, log_path: str | None = None,
+                             timeout: float = 15.0) -> int:
+        """Start argv in its own session, stdin from /dev/null, stdout+stderr appended to log_path
+        (None: discarded), and return its pid. Raises SpawnError with the raw reason."""

@@ -1,0 +1,403 @@
+"""A host reached over SSH (asyncssh): one pooled connection, verified host keys, bounded commands.
+
+Connection: opened lazily on first use, shared by every caller (concurrent callers await one connect
+attempt), dropped after a transport failure and reopened by the next call. A failed connect is
+remembered for `retry_s`, so a dead host at 1 Hz polling costs one attempt per `retry_s`, not one per
+probe. At most `max_sessions` channels are open at once (OpenSSH's MaxSessions is 10; the 11th channel
+open fails): further callers queue on a semaphore.
+
+Host keys: always checked against the configured known_hosts file (default ~/.ssh/known_hosts); an
+unknown or changed key is refused with the command that adds it. asyncssh treats known_hosts=None as
+"accept anything", so a missing file is refused here before asyncssh sees it. ~/.ssh/config is NOT read:
+the rig file is the one source of truth for how a host is reached.
+
+Remote commands (POSIX): one string built with shlex quoting only (`cd -- DIR || ...; exec timeout -k 2
+T env -- K=V argv...`). The command runs with no pty (a pty would merge stderr into stdout), so a
+client-side timeout alone would leave it running: `timeout` bounds it on the remote side, half a second
+after the client's own deadline (then KILL 2 s later). On a client timeout we also send TERM over the
+channel: sshd delivers it with killpg to the session and `timeout` (exec'd, so it is the session
+leader) forwards it to the command's group - but OpenSSH refuses signal requests for root logins
+("session signalling requires privilege separation", seen with 9.2), so the remote `timeout` is the
+part that must work, and does, within T + 0.5 s (+ 2 s for a command that ignores TERM). The remote
+`timeout` needs GNU coreutils (or a busybox with -k). env entries are added to the remote environment
+with `env` (sshd's AcceptEnv refuses most names). The remote login shell must be POSIX-compatible.
+
+Windows (os: windows): the command is `powershell.exe -NoProfile -NonInteractive -EncodedCommand B64`,
+which cmd.exe and PowerShell both pass through unchanged; the script enforces its own deadline and
+kills the process tree (see ops/platform/powershell.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import asyncssh
+
+from ops.model import HostConfig
+from ops.platform import powershell as ps
+from ops.platform.base import SCRIPTS_DIR, Host, Result, ScriptUnavailable
+from ops.platform.common import (
+    MAX_OUTPUT,
+    Detacher,
+    SpawnError,
+    check_argv,
+    check_env,
+    decode,
+    read_capped,
+    timeout_error,
+)
+
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+# How much later than the client's deadline the remote side stops the command itself: the client
+# times out first and reports it; the remote bound is the backstop when the TERM cannot be delivered.
+REMOTE_MARGIN_S = 0.5
+REMOTE_KILL_AFTER_S = 2
+
+# `timeout` and `env` report a missing/unexecutable program as 127/126 with these messages.
+_SPAWN_FAIL = re.compile(r"^(timeout: failed to run command |env: )")
+
+
+class TransportError(Exception):
+    """The connection could not be used; the message is what goes after 'transport: '."""
+
+
+def known_hosts_hint(host: str, port: int, path: str) -> str:
+    target = f"-p {port} {host}" if port != 22 else host
+    return (f"verify the fingerprint out of band, then add it: "
+            f"ssh-keyscan {target} >> {shlex.quote(path)}")
+
+
+def _home_path(path: str) -> str:
+    """A remote path for the shell: '~' and '~/x' expand to the remote $HOME, everything else quoted."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def posix_command(argv: Sequence[str], timeout: float | None, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> str:
+    """The remote shell command for argv: every element quoted, bounded by `timeout` (+ margin)."""
+    args = list(check_argv(argv))
+    extra = check_env(env)
+    cmd: list[str] = []
+    if timeout is not None:
+        cmd += ["timeout", "-k", str(REMOTE_KILL_AFTER_S), f"{timeout + REMOTE_MARGIN_S:g}"]
+    if extra:
+        cmd += ["env", "--", *(f"{k}={v}" for k, v in extra.items())]
+    cmd += args
+    text = "exec " + shlex.join(cmd)
+    if cwd is not None:
+        msg = shlex.quote(f"{ps.SPAWN_MARKER}cannot cd to {cwd}")
+        text = (f"cd -- {_home_path(cwd)} || {{ printf '%s\\n' {msg} >&2; exit {ps.SPAWN_RC}; }}; "
+                + text)
+    return text
+
+
+def posix_spawn_command(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None,
+                        log_path: str | None = None) -> str:
+    """Start argv detached (own session via setsid, stdin /dev/null, output appended to log_path) and
+    print its pid. A background job of a non-interactive shell is not a group leader, so setsid does
+    not fork again and `$!` is the pid of the program itself."""
+    args = list(check_argv(argv))
+    extra = check_env(env)
+    cmd = ["setsid"] + (["env", "--", *(f"{k}={v}" for k, v in extra.items())] if extra else []) + args
+    out = _home_path(log_path) if log_path else "/dev/null"
+    text = f"{shlex.join(cmd)} </dev/null >>{out} 2>&1 & echo $!"
+    if cwd is not None:
+        msg = shlex.quote(f"{ps.SPAWN_MARKER}cannot cd to {cwd}")
+        text = f"cd -- {_home_path(cwd)} || {{ printf '%s\\n' {msg} >&2; exit {ps.SPAWN_RC}; }}; " + text
+    return text
+
+
+class SshHost(Host, Detacher):
+    def __init__(self, cfg: HostConfig, address: str | None = None, *, max_sessions: int = 8,
+                 retry_s: float = 1.0, keepalive_s: float = 10.0, max_output: int = MAX_OUTPUT) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.os = cfg.os
+        self.address = address or cfg.address
+        if not self.address or self.address.startswith("@"):
+            raise ValueError(f"host {cfg.name}: address {cfg.address!r} must be resolved before use")
+        self.port = cfg.port
+        self.known_hosts = os.path.expanduser(cfg.known_hosts or DEFAULT_KNOWN_HOSTS)
+        self.max_sessions = max_sessions
+        self.retry_s = retry_s
+        self.keepalive_s = keepalive_s
+        self.max_output = max_output
+        self.connect_count = 0          # connections opened so far (tests and the UI's host panel)
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._connecting: asyncio.Future[asyncssh.SSHClientConnection] | None = None
+        self._failed: tuple[float, str] | None = None  # (monotonic time, error) of the last failed connect
+        self._sem: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._scripts: dict[str, str] = {}   # packaged script name -> its path on the remote host
+        self._upload_lock: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"SshHost({self.name!r}, {self.target})"
+
+    @property
+    def target(self) -> str:
+        user = f"{self.cfg.user}@" if self.cfg.user else ""
+        return f"{user}{self.address}:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.target})"
+
+    # -- connection pool -------------------------------------------------------------------------
+
+    async def _open(self) -> asyncssh.SSHClientConnection:
+        if not os.path.isfile(self.known_hosts):
+            raise TransportError(f"known_hosts file {self.known_hosts} does not exist; the host key for "
+                                 f"{self.address}:{self.port} cannot be verified; "
+                                 + known_hosts_hint(self.address, self.port, self.known_hosts))
+        try:
+            conn = await asyncssh.connect(
+                self.address, self.port, username=self.cfg.user or (), known_hosts=self.known_hosts,
+                client_keys=[os.path.expanduser(k) for k in self.cfg.client_keys] or (),
+                config=None, connect_timeout=self.cfg.connect_timeout_s,
+                keepalive_interval=self.keepalive_s, keepalive_count_max=3,
+                # Never prompt: the console has no terminal to offer a password prompt on.
+                password=None, kbdint_auth=False)
+        except asyncssh.HostKeyNotVerifiable as e:
+            raise TransportError(f"host key for {self.address}:{self.port} is not in {self.known_hosts} "
+                                 f"(or changed): {e}; "
+                                 + known_hosts_hint(self.address, self.port, self.known_hosts)) from e
+        except asyncssh.PermissionDenied as e:
+            raise TransportError(f"authentication failed for {self.target}: {e}") from e
+        except asyncio.TimeoutError as e:
+            raise TransportError(f"connect to {self.target} timed out after "
+                                 f"{self.cfg.connect_timeout_s} s") from e
+        except (OSError, asyncssh.Error) as e:
+            raise TransportError(f"connect to {self.target}: {type(e).__name__}: {e}") from e
+        self.connect_count += 1
+        return conn
+
+    async def _connect_once(self) -> asyncssh.SSHClientConnection:
+        try:
+            conn = await self._open()
+        except TransportError as e:
+            self._failed = (time.monotonic(), str(e))
+            raise
+        self._failed = None
+        self._conn = conn
+        return conn
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            return conn
+        self._conn = None
+        if self._failed is not None and time.monotonic() - self._failed[0] < self.retry_s:
+            raise TransportError(f"{self._failed[1]} (retrying after {self.retry_s} s)")
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.ensure_future(self._connect_once())
+            # Retrieve the exception even if every waiter gave up (timeout), so asyncio does not warn.
+            self._connecting.add_done_callback(lambda f: f.cancelled() or f.exception())
+        # shield: a caller whose own timeout expires must not cancel the attempt the others share.
+        return await asyncio.shield(self._connecting)
+
+    def _bind_loop(self) -> None:
+        """A connection, a semaphore and a shared connect task all belong to one event loop. A host
+        reused from another loop (a CLI that calls asyncio.run twice) starts afresh rather than
+        failing with "attached to a different loop"; the old connection died with its loop."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop = loop
+            self._conn = None
+            self._connecting = None
+            self._sem = asyncio.Semaphore(self.max_sessions)
+            self._upload_lock = asyncio.Lock()
+
+    async def script_path(self, name: str, timeout: float = 15.0) -> str:
+        """Copy ops/scripts/NAME to ~/.cache/carla-console/scripts/<sha>/NAME once (SFTP), return its path.
+
+        Scripts run from files on the host, never from stdin; the content hash in the path means a
+        console of another version never runs a stale copy."""
+        if self.os != "linux":
+            raise ScriptUnavailable(f"host {self.name}: packaged scripts run on Linux hosts only")
+        cached = self._scripts.get(name)
+        if cached is not None:
+            return cached
+        self._bind_loop()
+        assert self._upload_lock is not None
+        async with self._upload_lock:   # probes of several sides ask at once: copy once
+            cached = self._scripts.get(name)
+            if cached is not None:
+                return cached
+            return await self._script_path(name, timeout)
+
+    async def _script_path(self, name: str, timeout: float) -> str:
+        data = (SCRIPTS_DIR / name).read_bytes()
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        try:
+            path = await asyncio.wait_for(self._upload(name, data, digest), timeout)
+        except asyncio.TimeoutError as e:
+            raise ScriptUnavailable(f"copy {name} to {self.target}: timeout after {timeout} s") from e
+        except (TransportError, OSError, asyncssh.Error) as e:
+            raise ScriptUnavailable(f"copy {name} to {self.target}: {type(e).__name__}: {e}") from e
+        self._scripts[name] = path
+        return path
+
+    async def _upload(self, name: str, data: bytes, digest: str) -> str:
+        conn = await self._connection()
+        async with conn.start_sftp_client() as sftp:
+            home = await sftp.realpath(".")
+            folder = f"{home}/.cache/carla-console/scripts/{digest}"
+            path = f"{folder}/{name}"
+            if not await sftp.exists(path):
+                await sftp.makedirs(folder, exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                async with sftp.open(tmp, "wb") as f:
+                    await f.write(data)
+                await sftp.posix_rename(tmp, path)
+        return path
+
+    def _drop(self, conn: asyncssh.SSHClientConnection) -> None:
+        if self._conn is conn:
+            self._conn = None
+        conn.close()
+
+    async def close(self) -> None:
+        if self._loop is not asyncio.get_running_loop():
+            # Opened in a loop that is gone: its sockets went with it; nothing to close from here.
+            self._conn, self._connecting, self._loop = None, None, None
+            return
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 2.0)
+
+    # -- commands --------------------------------------------------------------------------------
+
+    def command_for(self, argv: Sequence[str], timeout: float | None, env: Mapping[str, str] | None = None,
+                    cwd: str | None = None) -> str:
+        """The exact remote command string `run` sends (shown to the operator in plans and audit)."""
+        if self.os == "windows":
+            script = ps.ps_invoke_argv(check_argv(argv), env=check_env(env), cwd=cwd,
+                                       timeout_s=None if timeout is None else timeout + REMOTE_MARGIN_S)
+            return self._ps_command(script)
+        return posix_command(argv, timeout, env, cwd)
+
+    def _ps_command(self, script: str) -> str:
+        return ps.windows_cmdline(ps.powershell_argv(script, self.cfg.powershell))
+
+    async def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> Result:
+        args = check_argv(argv)
+        try:
+            command = self.command_for(args, timeout, env, cwd)
+        except ValueError as e:
+            return Result(args, None, error=f"spawn: {e}")
+        res = await self.run_command(command, timeout, argv=args)
+        return ps.interpret(res) if self.os == "windows" else _interpret_posix(res)
+
+    async def run_powershell(self, script: str, timeout: float) -> Result:
+        """Windows only: run a PowerShell script (cmdlets), bounded on the remote side as well."""
+        if self.os != "windows":
+            raise ValueError(f"host {self.name} is not a Windows host")
+        wrapped = ps.ps_run_script(script, timeout_s=timeout + REMOTE_MARGIN_S)
+        res = await self.run_command(self._ps_command(wrapped), timeout, argv=("powershell", "<script>"))
+        return ps.interpret(res)
+
+    async def run_command(self, command: str, timeout: float, argv: tuple[str, ...] | None = None) -> Result:
+        """Send one already-quoted command string. Never raises for transport or timeout."""
+        t0 = time.monotonic()
+        rargv = argv or ("ssh", self.name, command)
+        self._bind_loop()
+        try:
+            return await asyncio.wait_for(self._run_command(command, rargv, t0), timeout)
+        except asyncio.TimeoutError:
+            return Result(rargv, None, took_s=time.monotonic() - t0, error=timeout_error(timeout),
+                          timed_out=True)
+        except TransportError as e:
+            return Result(rargv, None, took_s=time.monotonic() - t0, error=f"transport: {e}")
+
+    async def _run_command(self, command: str, rargv: tuple[str, ...], t0: float) -> Result:
+        assert self._sem is not None
+        async with self._sem:
+            conn = await self._connection()
+            try:
+                proc = await conn.create_process(command, stdin=asyncssh.DEVNULL, encoding=None)
+            except asyncssh.ChannelOpenError as e:
+                # Past the server's MaxSessions, or the server is going away: the connection stays.
+                raise TransportError(f"channel open failed on {self.target}: {e}") from e
+            except (OSError, asyncssh.Error) as e:
+                self._drop(conn)
+                raise TransportError(f"{self.target}: {type(e).__name__}: {e}") from e
+            try:
+                (out, odrop), (err, edrop) = await asyncio.gather(
+                    read_capped(proc.stdout, self.max_output), read_capped(proc.stderr, self.max_output))
+                completed = await proc.wait()
+            except asyncio.CancelledError:
+                # Our deadline (or the caller's cancellation): stop the remote command now rather than
+                # at its remote backstop. sshd killpg()s the session on a 'signal' request.
+                with contextlib.suppress(Exception):
+                    proc.send_signal("TERM")
+                proc.close()
+                raise
+            except (OSError, asyncssh.Error) as e:
+                self._drop(conn)
+                raise TransportError(f"{self.target}: {type(e).__name__}: {e}") from e
+        # returncode: the exit status, or minus the signal number (as asyncio reports a local one);
+        # None when the channel closed with neither: the connection went away mid-command.
+        rc = completed.returncode
+        if rc is None:
+            self._drop(conn)
+            raise TransportError(f"{self.target}: connection lost before the command finished")
+        return Result(rargv, rc, stdout=decode(out, odrop), stderr=decode(err, edrop),
+                      took_s=time.monotonic() - t0)
+
+    async def spawn_detached(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                             cwd: str | None = None, log_path: str | None = None,
+                             timeout: float = 15.0) -> int:
+        try:
+            if self.os == "windows":
+                if env:
+                    raise ValueError("env is not supported for a detached Windows process")
+                if log_path:
+                    raise ValueError("a detached Windows process cannot redirect its output")
+                command = self._ps_command(ps.ps_spawn_detached(check_argv(argv), cwd=cwd))
+            else:
+                command = posix_spawn_command(argv, env, cwd, log_path)
+        except ValueError as e:
+            raise SpawnError(f"spawn: {e}") from e
+        res = await self.run_command(command, timeout, argv=tuple(argv))
+        res = ps.interpret(res) if self.os == "windows" else _interpret_posix(res)
+        return _pid_from(res)
+
+
+def _pid_from(res: Result) -> int:
+    if not res.ok:
+        raise SpawnError(res.why())
+    text = res.stdout.strip()
+    if not text.isdigit():
+        raise SpawnError(f"spawn: no pid in the reply: {text[:200]!r}")
+    return int(text)
+
+
+def _interpret_posix(res: Result) -> Result:
+    """rc 126/127 with `timeout`/`env`/our marker on stderr: the program never started."""
+    if res.rc not in (126, 127):
+        return res
+    lines = res.stderr.strip().splitlines()
+    # Our own marker (a failed cd) comes after the shell's message; timeout/env speak first.
+    mark = next((ln for ln in lines if ln.startswith(ps.SPAWN_MARKER)), None)
+    if mark is not None:
+        return replace(res, rc=None, error="spawn: " + mark[len(ps.SPAWN_MARKER):])
+    if lines and _SPAWN_FAIL.match(lines[0]):
+        return replace(res, rc=None, error=f"spawn: {lines[0]}")
+    return res

@@ -1,0 +1,38 @@
+"""The values the platform verbs answer with (apart from the verbs, so every host type can import them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ops.tristate import Evidence
+
+
+@dataclass(frozen=True)
+class SignalOutcome:
+    outcome: str          # 'sent' | 'gone' | 'changed' | 'error'
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TcpCheck:
+    open: bool | None     # None: could not tell (timeout: a silent host or a filtered port)
+    evidence: Evidence
+
+
+@dataclass(frozen=True)
+class Listeners:
+    host: str
+    ports: dict[int, frozenset[int | None]] = field(default_factory=dict)  # port → owner pids (None: unseen)
+    error: str | None = None
+    took_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def owners(self, port: int) -> frozenset[int | None]:
+        return self.ports.get(port, frozenset())
+
+    def evidence(self) -> Evidence:
+        return Evidence(what=f"listening tcp ports of {self.host}", ok=self.ok,
+                        detail=f"{len(self.ports)} ports" if self.ok else "", error=self.error,
+                        took_ms=self.took_ms)

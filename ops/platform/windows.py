@@ -1,0 +1,188 @@
+"""The PowerShell command set for hosts with `os: windows` (ssh to Windows OpenSSH, or WSL interop).
+
+Every script goes through the host's `run_powershell` (an -EncodedCommand runspace with its own deadline,
+see ops/platform/powershell.py), so no value we put in a script is ever re-parsed by cmd.exe or by
+PowerShell's native-argument quoting. Values are numbers we format ourselves; nothing from config or
+user input is pasted into a script here.
+
+- process table: Win32_Process (ProcessId, ParentProcessId, CommandLine, CreationDate) as JSON, wrapped in
+  @(...) so one process is still an array; `-Depth 3` so a CreationDate that comes out as an object
+  ({value, DisplayHint, DateTime}, 5.1) is not flattened to a type name. CommandLine null (another user's
+  process without elevation) stays None: UNKNOWN, never "no marker".
+- stop one process: by id only (`Stop-Process -Id`, never -Name: both sides' servers have the same image
+  name), after re-reading its CreationDate on the host in the same script. Windows has no SIGTERM: both
+  TERM and KILL are TerminateProcess (`-Force`), the guard's grace just finds it gone sooner.
+- listening ports / clients: Get-NetTCPConnection. It reports "no objects found" as an error
+  (ObjectNotFound); that one error means zero rows, any other error is an error.
+- start a detached server: the host's spawn_detached (Win32_Process.Create via CIM, not Start-Process:
+  a process started with Start-Process inside an OpenSSH session belongs to the session's job object and
+  is killed when the session closes; WMI starts it outside that job and returns its pid).
+- netsh and nvidia-smi are native programs: they run through `host.run(argv)` like on any host
+  (ops/probes/ports.py, ops/probes/vram.py), which on Windows starts them with exact argv quoting.
+"""
+from __future__ import annotations
+
+import json
+import ntpath
+import time
+from collections.abc import Sequence
+
+from ops.parse.errors import ParseError
+from ops.parse.winproc import WinProc, parse_win_processes
+from ops.platform.base import Host, Result
+from ops.platform.procs import Proc, ProcTable
+from ops.platform.types import Listeners, SignalOutcome
+from ops.tristate import Evidence
+
+PROCESS_SCRIPT = ("ConvertTo-Json -Depth 3 -Compress -InputObject @(Get-CimInstance Win32_Process | "
+                  "Select-Object ProcessId,ParentProcessId,CommandLine,CreationDate)")
+
+# Zero rows from Get-NetTCPConnection arrive as an ObjectNotFound error: turn exactly that into @().
+_NETTCP_ROWS = ("$rows = @(try {{ Get-NetTCPConnection {args} -ErrorAction Stop }} "
+                "catch {{ if ($_.CategoryInfo.Category -ne 'ObjectNotFound') {{ throw }} }})")
+
+LISTEN_SCRIPT = "\n".join([
+    _NETTCP_ROWS.format(args="-State Listen"),
+    "ConvertTo-Json -Depth 2 -Compress -InputObject @($rows | Select-Object LocalAddress,LocalPort,OwningProcess)",
+])
+
+# Tolerance of the identity re-check: CreationDate comes with at least ms precision in every form.
+CREATE_TOLERANCE_MS = 50
+
+
+def _run_ps(host: Host, script: str, timeout: float):
+    fn = getattr(host, "run_powershell", None)
+    if fn is None:
+        raise TypeError(f"host {host.name} cannot run PowerShell ({type(host).__name__})")
+    return fn(script, timeout)
+
+
+async def _ps(host: Host, script: str, timeout: float) -> Result:
+    try:
+        return await _run_ps(host, script, timeout)
+    except TypeError as e:
+        return Result(("powershell", "<script>"), None, error=str(e))
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+def to_proc(w: WinProc) -> Proc:
+    argv = w.argv
+    name = ntpath.basename(argv[0]) if argv else ""
+    # A missing CreationDate (System Idle) becomes 0.0: no identity re-check can ever match it, so such a
+    # process can never be a target (fail-closed), while it still shows in the table.
+    return Proc(pid=w.pid, ppid=w.ppid if w.ppid is not None else 0,
+                create_time=w.create_time if w.create_time is not None else 0.0,
+                cmdline=argv, name=name)
+
+
+def table_from_json(host_name: str, text: str, took_ms: float = 0.0) -> ProcTable:
+    parsed = parse_win_processes(text)
+    if isinstance(parsed, ParseError):
+        return ProcTable(host_name, error=f"{parsed.reason}: {parsed.text[:200]!r}", took_ms=took_ms)
+    return ProcTable(host_name, procs={w.pid: to_proc(w) for w in parsed}, took_ms=took_ms)
+
+
+async def process_table(host: Host, timeout: float) -> ProcTable:
+    t0 = time.perf_counter()
+    res = await _ps(host, PROCESS_SCRIPT, timeout)
+    took = (time.perf_counter() - t0) * 1e3
+    if not res.ok:
+        return ProcTable(host.name, error=f"Win32_Process on {host.name}: {res.why()}", took_ms=took)
+    return table_from_json(host.name, res.stdout, took)
+
+
+def stop_script(pid: int, create_time: float) -> str:
+    """Stop pid only if its CreationDate is still create_time (ms since the epoch, UTC)."""
+    pid = int(pid)
+    expected = int(round(float(create_time) * 1000))
+    return "\n".join([
+        f"$id = {pid}",
+        f"$expected = {expected}",
+        "$p = Get-CimInstance Win32_Process -Filter \"ProcessId = $id\"",
+        "if ($null -eq $p) { '{\"outcome\":\"gone\"}'; return }",
+        "if ($null -eq $p.CreationDate) { '{\"outcome\":\"changed\",\"detail\":\"no CreationDate\"}'; return }",
+        "$ms = ([DateTimeOffset]$p.CreationDate).ToUnixTimeMilliseconds()",
+        f"if ([Math]::Abs($ms - $expected) -gt {CREATE_TOLERANCE_MS}) "
+        "{ '{\"outcome\":\"changed\",\"create_ms\":' + $ms + '}'; return }",
+        "try { Stop-Process -Id $id -Force -ErrorAction Stop }",
+        "catch [Microsoft.PowerShell.Commands.ProcessCommandException] { '{\"outcome\":\"gone\"}'; return }",
+        "'{\"outcome\":\"sent\"}'",
+    ])
+
+
+async def stop_if_same(host: Host, pid: int, create_time: float, timeout: float) -> SignalOutcome:
+    res = await _ps(host, stop_script(pid, create_time), timeout)
+    if not res.ok:
+        return SignalOutcome("error", res.why())
+    line = next((ln for ln in reversed(res.stdout.strip().splitlines()) if ln.strip().startswith("{")), "")
+    try:
+        data = json.loads(line)
+        outcome = str(data["outcome"])
+    except (ValueError, KeyError, TypeError) as e:
+        return SignalOutcome("error", f"unparseable reply ({e}): {res.stdout[:200]!r}")
+    if outcome not in ("sent", "gone", "changed"):
+        return SignalOutcome("error", f"unexpected outcome {outcome!r}")
+    detail = f"pid {pid} now started at {data['create_ms'] / 1000:.3f}" if "create_ms" in data else \
+        str(data.get("detail", ""))
+    return SignalOutcome(outcome, detail)
+
+
+async def spawn_detached(host: Host, argv: Sequence[str], *, cwd: str | None = None, timeout: float = 15.0) -> int:
+    """Start argv outside the session's job object and return its pid (raises SpawnError)."""
+    return await host.spawn_detached(argv, cwd=cwd, timeout=timeout)  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------------------ tcp
+
+def _rows(text: str) -> list[dict]:
+    data = json.loads(text) if text.strip() else []
+    rows = data if isinstance(data, list) else [data]
+    if not all(isinstance(r, dict) for r in rows):
+        raise ValueError("rows are not objects")
+    return rows
+
+
+def listeners_from_json(host_name: str, text: str, took_ms: float = 0.0) -> Listeners:
+    try:
+        ports: dict[int, set[int | None]] = {}
+        for r in _rows(text):
+            owner = r.get("OwningProcess")
+            ports.setdefault(int(r["LocalPort"]), set()).add(int(owner) if owner is not None else None)
+    except (ValueError, KeyError, TypeError) as e:
+        return Listeners(host_name, error=f"unparseable Get-NetTCPConnection output ({e}): {text[:200]!r}",
+                         took_ms=took_ms)
+    return Listeners(host_name, {p: frozenset(o) for p, o in ports.items()}, took_ms=took_ms)
+
+
+async def listening_ports(host: Host, timeout: float) -> Listeners:
+    t0 = time.perf_counter()
+    res = await _ps(host, LISTEN_SCRIPT, timeout)
+    took = (time.perf_counter() - t0) * 1e3
+    if not res.ok:
+        return Listeners(host.name, error=f"Get-NetTCPConnection on {host.name}: {res.why()}", took_ms=took)
+    return listeners_from_json(host.name, res.stdout, took)
+
+
+def clients_script(port: int) -> str:
+    return "\n".join([
+        _NETTCP_ROWS.format(args=f"-LocalPort {int(port)} -State Established"),
+        "ConvertTo-Json -Depth 2 -Compress -InputObject "
+        "@($rows | Select-Object RemoteAddress,RemotePort,OwningProcess)",
+    ])
+
+
+async def clients_connected(host: Host, port: int, timeout: float) -> tuple[int | None, Evidence]:
+    t0 = time.perf_counter()
+    what = f"clients of {host.name}:{port}"
+    res = await _ps(host, clients_script(port), timeout)
+    took = (time.perf_counter() - t0) * 1e3
+    if not res.ok:
+        return None, Evidence(what, False, error=res.why(), took_ms=took)
+    try:
+        rows = _rows(res.stdout)
+    except ValueError as e:
+        return None, Evidence(what, False, error=f"unparseable reply ({e}): {res.stdout[:200]!r}", took_ms=took)
+    peers = ", ".join(f"{r.get('RemoteAddress')}:{r.get('RemotePort')}" for r in rows)
+    return len(rows), Evidence(what, True, detail=f"{len(rows)} established" + (f" ({peers})" if peers else ""),
+                               took_ms=took)

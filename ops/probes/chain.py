@@ -1,0 +1,116 @@
+"""A side's process chain: harness → conda wrapper → evaluator (→ its children), found by exact tokens.
+
+Killing the first `pgrep -f leaderboard_evaluator` match once killed the conda wrapper (same words in its
+cmdline), and the outer loop then started a second evaluator on the same server. So: whole argv tokens
+only (`--port N` as two tokens or `--port=N`; a longer number that starts with N is another side), the
+console's own process and ancestors are never candidates, and the plan covers the whole chain, outer first.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ops.model import RigConfig, SideConfig
+from ops.platform.procs import Proc, ProcTable
+from ops.probes.server import rpc_marker
+
+
+@dataclass(frozen=True)
+class ChainMember:
+    proc: Proc
+    role: str          # 'harness' | 'wrapper' | 'evaluator' | 'child'
+
+
+@dataclass(frozen=True)
+class Chain:
+    members: tuple[ChainMember, ...]     # outer → inner
+
+    def of(self, role: str) -> list[Proc]:
+        return [m.proc for m in self.members if m.role == role]
+
+    @property
+    def evaluator(self) -> Proc | None:
+        ev = self.of("evaluator")
+        return ev[-1] if ev else None
+
+    @property
+    def harness(self) -> Proc | None:
+        h = self.of("harness")
+        return h[0] if h else None
+
+    @property
+    def pids(self) -> frozenset[int]:
+        return frozenset(m.proc.pid for m in self.members)
+
+
+def is_harness_of(p: Proc, rig: RigConfig, side: str) -> bool:
+    if "harness" not in p.tokens or side not in p.tokens or rig.path not in p.tokens:
+        return False
+    argv = p.cmdline or ()
+    pairs = list(zip(argv, argv[1:]))
+    return ("harness", side) in pairs and any(a in ("-c", "--config") and b == rig.path for a, b in pairs)
+
+
+def is_evaluator_of(p: Proc, side: SideConfig) -> bool:
+    """The side's RPC port and TM port, both as whole tokens: either alone could be a stranger."""
+    return (p.has_pair("--port", str(side.server.rpc_port))
+            and p.has_pair("--traffic-manager-port", str(side.evaluator.tm_port)))
+
+
+def _is_wrapper(p: Proc) -> bool:
+    argv = p.cmdline or ()
+    return bool(argv) and "run" in argv[:4] and ("-n" in argv or "--name" in argv)
+
+
+def protected_pids(table: ProcTable) -> frozenset[int]:
+    """This console process and its ancestors: never a candidate, whatever their cmdline says."""
+    me = os.getpid()
+    return frozenset([me, *table.ancestors(me)])
+
+
+def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool = True) -> Chain:
+    protected = protected_pids(table) if local else frozenset()
+    server_marker = rpc_marker(side.server.rpc_port)
+    # A zombie has exited (its parent, often a PID 1 that never reaps, just has not collected it): it
+    # can neither run nor be signalled, so it is no member of a live chain.
+    # Every harness or evaluator of the side carries one of these tokens: one set test a process (in C)
+    # before the exact checks, which run every poll on every process of the host otherwise.
+    rpc = str(side.server.rpc_port)
+    marks = frozenset(("harness", rpc, f"--port={rpc}"))
+    candidates = [p for p in table.procs.values()
+                  if not p.tokens.isdisjoint(marks) and p.pid not in protected and p.state != "Z"]
+    harnesses = [p for p in candidates if is_harness_of(p, rig, side.name)]
+    evaluators = [p for p in candidates if is_evaluator_of(p, side)]
+    matched = {p.pid for p in harnesses} | {p.pid for p in evaluators}
+    roots = [p for p in harnesses + evaluators if p.ppid not in matched]
+    roots.sort(key=lambda p: (0 if p in harnesses else 1, p.create_time))
+
+    members: list[ChainMember] = []
+    seen: set[int] = set()
+    eval_pids = {p.pid for p in evaluators}
+    servers = _server_pids(table, server_marker) if roots else set()
+    for root in roots:
+        for p in [root, *table.descendants(root.pid)]:
+            if p.pid in seen or p.pid in protected or p.state == "Z":
+                continue
+            # A server the harness started is the server's business, not the evaluator chain's.
+            if p.pid in servers or any(a in servers for a in table.ancestors(p.pid)):
+                continue
+            seen.add(p.pid)
+            members.append(ChainMember(p, _role(p, harnesses, eval_pids, table)))
+    return Chain(tuple(members))
+
+
+def _server_pids(table: ProcTable, marker: str) -> set[int]:
+    return {p.pid for p in table.procs.values() if p.has_token(marker)}
+
+
+def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], table: ProcTable) -> str:
+    if p in harnesses:
+        return "harness"
+    if p.pid in eval_pids:
+        inner = [c for c in table.descendants(p.pid) if c.pid in eval_pids]
+        if inner or _is_wrapper(p):
+            return "wrapper"
+        return "evaluator"
+    return "child"

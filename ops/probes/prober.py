@@ -1,0 +1,258 @@
+"""One snapshot of a side: the values status --json, the TUI panes and the guard's plans all read.
+
+The poll is split by cost: the process table (cached scan), TCP connects, log and checkpoint stats run
+every cycle; the carla-client RPC probe (a conda start plus `import carla`, ~1 s of CPU) runs every
+`rpc_every_s` and always before a destructive plan. Between RPC probes a server whose process and port
+are still up keeps the last RPC answer, shown with its age.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ops.model import RigConfig, SideConfig
+from ops.platform.base import Host
+from ops.platform.files import tail_lines
+from ops.platform.procs import ProcTable
+from ops.platform.verbs import BEAT_SHARE_S, process_table
+from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluator
+from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
+from ops.probes.server import ServerProbe, probe_server
+from ops.probes.vram import Gpu, VramReading, read_vram
+from ops.tristate import Evidence, State, Verdict
+
+
+@dataclass(frozen=True)
+class SideSnapshot:
+    name: str
+    side: SideConfig
+    server: ServerProbe
+    vram: VramReading | None
+    heartbeat: HeartbeatProbe
+    evaluator: EvaluatorProbe
+    log_tail: tuple[str, ...] = ()
+    at: float = field(default_factory=time.time)
+    took_ms: float = 0.0
+    adapter_record: dict | None = None   # the last adapter polling accepted (state_dir/sides/SIDE/adapter.json)
+
+    @property
+    def idle(self) -> bool:
+        """A server rendering for nobody: its evaluator finished or absent while the server is ALIVE."""
+        return (self.server.verdict.state is State.ALIVE and self.evaluator.verdict.state is State.DEAD
+                and not self.evaluator.harness_alive)
+
+    @property
+    def server_vram_mb(self) -> int | None:
+        if self.vram is None or self.vram.apps is None:
+            return None
+        pids = {p.pid for p in self.server.procs}
+        used = [self.vram.apps[p] for p in pids if p in self.vram.apps]
+        if any(u is None for u in used):
+            return None
+        return sum(u for u in used if u is not None) if pids else None
+
+    def gpu_of_server(self) -> Gpu | None:
+        """The GPU this server renders on: the one adapter polling saw its VRAM rise on (for the adapter
+        the server runs with now), else the only GPU. Adapter indices are not GPU indices (the Basic Render
+        Driver counts too), so with several GPUs and no record the answer is unknown."""
+        if self.vram is None:
+            return None
+        rec = self.adapter_record
+        if rec and rec.get("adapter") == self.server.adapter and isinstance(rec.get("gpu"), int):
+            return self.vram.gpu(rec["gpu"])
+        return self.vram.gpu(self.vram.gpus[0].index) if len(self.vram.gpus) == 1 else None
+
+    def to_json(self) -> dict:
+        s, e, hb = self.server, self.evaluator, self.heartbeat
+        gpu = self.gpu_of_server()
+        harness = e.harness
+        return {
+            "server": {"state": s.verdict.state.value, "summary": s.verdict.summary,
+                       "evidence": [ev.line() for ev in s.verdict.evidence], "pid": s.pid,
+                       "create_time": s.create_time, "adapter": s.adapter, "version": s.version,
+                       "adapter_record": self.adapter_record,
+                       "host": self.side.server.host,
+                       "ports": {"rpc": self.side.server.rpc_port, "streaming": self.side.server.rpc_port + 1,
+                                 "secondary": self.side.server.rpc_port + 2, "tm": self.side.evaluator.tm_port}},
+            "vram": {"used_mb": gpu.used_mb if gpu else None, "total_mb": gpu.total_mb if gpu else None,
+                     "server_mb": self.server_vram_mb, "gpu": gpu.name if gpu else None,
+                     "evidence": self.vram.evidence.line() if self.vram else None},
+            "heartbeat": hb.to_json(),
+            "evaluator": {"state": e.verdict.state.value, "summary": e.verdict.summary, "phase": e.phase,
+                          "pid": e.pid, "attempt": harness.attempt if harness else None,
+                          "max_attempts": self.side.evaluator.max_attempts,
+                          "chain": [{"pid": m.proc.pid, "role": m.role} for m in e.chain.members],
+                          "progress": list(e.checkpoint.progress) if e.checkpoint.progress else None,
+                          "progress_error": e.checkpoint.error,
+                          "ds": None if e.ds is None else round(e.ds, 3),
+                          "last_status": e.last_status,
+                          "harness": harness.status if harness else None},
+            "idle": self.idle,
+        }
+
+
+T = TypeVar("T")
+
+
+async def _shared(running: dict[str, asyncio.Task[T]], key: str, start: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """The work under way for key, or new work: concurrent callers share one. shield: a caller that times
+    out (one side's poll) does not cancel the work the other callers are waiting on."""
+    task = running.get(key)
+    if task is None:
+        task = running[key] = asyncio.ensure_future(start())
+
+        def done(t: asyncio.Task[T]) -> None:
+            if running.get(key) is t:
+                del running[key]
+            if not t.cancelled():
+                t.exception()   # retrieved even when every caller has gone
+        task.add_done_callback(done)
+    return await asyncio.shield(task)
+
+
+class Prober:
+    """Owns the caches a rig's probes share (process scans, checkpoints, last RPC answers)."""
+
+    def __init__(self, rig: RigConfig, hosts: dict[str, Host], rpc_every_s: float = 30.0,
+                 vram_every_s: float = 5.0, rpc_overhead_s: float = 20.0) -> None:
+        self.rig = rig
+        self.hosts = hosts
+        self.rpc_every_s = rpc_every_s
+        # nvidia-smi costs ~50-300 ms a call and VRAM moves slowly: read it every few seconds, not every poll.
+        self.vram_every_s = vram_every_s
+        self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
+        self.checkpoints = CheckpointCache()
+        self._last_rpc: dict[str, tuple[float, ServerProbe]] = {}
+        self._last_vram: dict[str, tuple[float, VramReading]] = {}
+        self._vram_reads: dict[str, asyncio.Task[VramReading]] = {}   # host -> the read under way
+        self._watch_by_side: dict[tuple[str, str, str], set[int]] = {}
+        self._watch: dict[str, set[int]] = {}
+        self._adapter_records: dict[str, tuple[tuple, dict | None]] = {}
+        self._scans: dict[str, asyncio.Task[ProcTable]] = {}           # host -> its scan under way
+        self._recent: dict[str, tuple[float, ProcTable]] = {}           # host -> (monotonic end, table)
+
+    async def tables(self, host_names: set[str], timeout: float, share: bool = False) -> dict[str, ProcTable]:
+        """The process table of each host. share: the sides of one beat (cadence polls, never a plan or
+        a verification) use one scan per host: the one under way, or one that ended BEAT_SHARE_S ago."""
+        names = sorted(host_names)
+        if len(names) == 1:   # a side on one host: no task for gather to make
+            return {names[0]: await self._table(names[0], timeout, share)}
+        results = await asyncio.gather(*(self._table(n, timeout, share) for n in names))
+        return dict(zip(names, results))
+
+    async def _table(self, host: str, timeout: float, share: bool) -> ProcTable:
+        if not share:
+            return await self._scan(host, timeout)
+        recent = self._recent.get(host)
+        if recent is not None and time.monotonic() - recent[0] < BEAT_SHARE_S:
+            return recent[1]
+        if self.hosts[host].is_local:   # scanned inline without a pause: no other side can be midway
+            return await self._scan(host, timeout)
+        return await _shared(self._scans, host, lambda: self._scan(host, timeout))
+
+    async def _scan(self, host: str, timeout: float) -> ProcTable:
+        # The processes the last snapshot cared about are re-read, not served from the scan cache: a chain
+        # member that exited and became a zombie must show as one now, not at its next cache miss.
+        table = await process_table(self.hosts[host], timeout, fresh_pids=frozenset(self._watch.get(host, ())))
+        self._recent[host] = (time.monotonic(), table)
+        return table
+
+    def _remember(self, snap: SideSnapshot) -> None:
+        side = snap.side
+        self._watch_by_side[(side.server.host, snap.name, "server")] = {p.pid for p in snap.server.procs}
+        self._watch_by_side[(side.evaluator.host, snap.name, "chain")] = set(snap.evaluator.chain.pids)
+        watch: dict[str, set[int]] = {}
+        for (host, _side, _role), pids in self._watch_by_side.items():
+            watch.setdefault(host, set()).update(pids)
+        self._watch = watch
+
+    async def side(self, name: str, *, rpc: bool | None = None, tables: dict[str, ProcTable] | None = None,
+                   tail: int = 0) -> SideSnapshot:
+        """rpc: True forces the carla-client probe, False skips it, None follows the cadence."""
+        t0 = time.perf_counter()
+        side = self.rig.sides[name]
+        timeout = side.server.probe_timeout_s
+        if tables is None:
+            tables = await self.tables({side.server.host, side.evaluator.host}, timeout, share=rpc is None)
+        ev_host = self.hosts[side.evaluator.host]
+        last = self._last_rpc.get(name)
+        due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_every_s)
+        probes = (
+            lambda: probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
+                                 rpc_overhead_s=self.rpc_overhead_s),
+            lambda: probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s,
+                                    timeout),
+            lambda: probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout),
+            lambda: self._vram(side.server.host, timeout, force=bool(rpc)),
+        )
+        if (not due and self._vram_cached(side.server.host, force=bool(rpc))
+                and self.hosts[side.server.host].is_local and ev_host.is_local):
+            # All local, no RPC and no VRAM read due: each probe is a fraction of a millisecond, less
+            # than the tasks gather would make for them. Remote or slow probes still run side by side.
+            server, hb, ev, vram = [await p() for p in probes]
+        else:
+            server, hb, ev, vram = await asyncio.gather(*(p() for p in probes))
+        server = self._carry_rpc(name, server, due)
+        lines: tuple[str, ...] = ()
+        if tail:
+            got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
+            lines = tuple(got or ())
+        snap = SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
+                            adapter_record=self._adapter_record(name, server))
+        self._remember(snap)
+        return snap
+
+    def _adapter_record(self, name: str, server: ServerProbe) -> dict | None:
+        """adapter.json changes only when polling accepts a new server: read it again when the server's
+        (pid, create time) moves, not every poll."""
+        from ops.actions.adapter import read_record
+        key = (server.pid, server.create_time)
+        cached = self._adapter_records.get(name)
+        if cached is None or cached[0] != key:
+            cached = self._adapter_records[name] = (key, read_record(self.rig, name))
+        return cached[1]
+
+    def _vram_cached(self, host: str, force: bool) -> bool:
+        last = self._last_vram.get(host)
+        return not force and last is not None and time.time() - last[0] < self.vram_every_s
+
+    async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
+        if self._vram_cached(host, force):
+            return self._last_vram[host][1]
+        # Sides sharing a GPU host poll on the same beat: one nvidia-smi (or NVML) read serves them all.
+        return await _shared(self._vram_reads, host, lambda: self._read_vram(host, timeout))
+
+    async def _read_vram(self, host: str, timeout: float) -> VramReading:
+        reading = await read_vram(self.rig.hosts[host], self.hosts[host], timeout)
+        self._last_vram[host] = (time.time(), reading)
+        return reading
+
+    def _carry_rpc(self, name: str, server: ServerProbe, probed: bool) -> ServerProbe:
+        if probed:
+            if server.version:
+                self._last_rpc[name] = (time.time(), server)
+            else:
+                self._last_rpc.pop(name, None)
+            return server
+        last = self._last_rpc.get(name)
+        summary = server.verdict.summary
+        if (last is not None and server.pid == last[1].pid and server.create_time == last[1].create_time
+                and server.verdict.state is State.UNKNOWN and summary.startswith("process and port up")):
+            age = time.time() - last[0]
+            ev = server.verdict.evidence + (Evidence("last rpc answer", True,
+                                                     detail=f"rpc {last[1].version} {age:.0f} s ago"),)
+            verdict = Verdict(State.ALIVE, ev, f"rpc {last[1].version} ({age:.0f} s ago)")
+            return ServerProbe(verdict, server.pid, server.create_time, server.adapter, server.procs,
+                               last[1].version, last[0])
+        return server
+
+    async def all(self, *, rpc: bool | None = None, tail: int = 0) -> dict[str, SideSnapshot]:
+        hosts = {h for s in self.rig.sides.values() for h in (s.server.host, s.evaluator.host)}
+        timeout = max(s.server.probe_timeout_s for s in self.rig.sides.values())
+        tables = await self.tables(hosts, timeout)
+        snaps = await asyncio.gather(*(self.side(n, rpc=rpc, tables=tables, tail=tail) for n in self.rig.sides))
+        return dict(zip(self.rig.sides, snaps))
+

@@ -1,0 +1,268 @@
+"""The fake `leaderboard_evaluator.py`: Bench2Drive's command line, checkpoint and resume; no driving.
+
+It behaves like the real evaluator where the console looks:
+- argparse exactly as Bench2Drive (`--resume` is `type=bool`: `--resume False` is True);
+- connects with the *real* `carla` client (`get_server_version`, `--timeout` as the client timeout);
+  no `carla` in the env -> ModuleNotFoundError at import, like the real one; the client keeps its TCP
+  connection to the RPC port open for the whole run, and every tick makes one call on it (a dead or
+  hung server costs the full timeout, then the run ends as "Simulation crashed");
+- the TrafficManager port is bound by this process (bind error -> exit 1 with CARLA's message);
+- the routes file is parsed with ElementTree; the checkpoint follows b2d.py (the wipe included);
+- one log line per tick (SIM_TICK_S, default 0.5 s, flushed), one route per SIM_ROUTE_S (default 3 s);
+- faults from the file named by $CARLA_SIM_FAULTS, checked every tick and deleted when acted on:
+  `hang` (no more output, blocked forever at 0 % CPU — the futex_wait incident), `crash` (the route is
+  recorded "Failed - Simulation crashed", entry_status Crashed, exit 1), `finish` (the remaining routes
+  complete at once, entry_status Finished, exit 0);
+- SIGTERM: default disposition (it dies, possibly mid-write of the checkpoint).
+
+Exit codes: 0 finished; 1 crashed / setup failed. (Real Bench2Drive exits 255 — `sys.exit(-1)` — after a
+simulation crash; the sim uses 1 as the console's contract asks; both are "non-zero".)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sim import b2d
+
+CRASH_RC = 1
+SETUP_FAILED_RC = 1
+FAULTS = ("hang", "crash", "finish")
+TM_BIND_ERROR = ("trying to create rpc server for traffic manager; but the system failed to create "
+                 "because of bind error.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Bench2Drive's leaderboard_evaluator.py parser, option for option."""
+    p = argparse.ArgumentParser(description="CARLA AD Leaderboard Evaluation: evaluate your Agent in CARLA scenarios\n",
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--host", default="localhost", help="IP of the host server (default: localhost)")
+    p.add_argument("--port", default=2000, type=int, help="TCP port to listen to (default: 2000)")
+    p.add_argument("--traffic-manager-port", default=8000, type=int,
+                   help="Port to use for the TrafficManager (default: 8000)")
+    p.add_argument("--traffic-manager-seed", default=0, type=int, help="Seed used by the TrafficManager (default: 0)")
+    p.add_argument("--debug", type=int, help="Run with debug output", default=0)
+    p.add_argument("--record", type=str, default="",
+                   help="Use CARLA recording feature to create a recording of the scenario")
+    p.add_argument("--timeout", default=600.0, type=float, help="Set the CARLA client timeout value in seconds")
+    p.add_argument("--routes", required=True, help="Name of the routes file to be executed.")
+    p.add_argument("--routes-subset", default="", type=str, help="Execute a specific set of routes")
+    p.add_argument("--repetitions", type=int, default=1, help="Number of repetitions per route.")
+    p.add_argument("-a", "--agent", type=str, help="Path to Agent's py file to evaluate", required=True)
+    p.add_argument("--agent-config", type=str, help="Path to Agent's configuration file", default="")
+    p.add_argument("--track", type=str, default="SENSORS", help="Participation track: SENSORS, MAP")
+    # The trap, kept on purpose: bool("False") is True.
+    p.add_argument("--resume", type=bool, default=False, help="Resume execution from last checkpoint?")
+    p.add_argument("--checkpoint", type=str, default="./simulation_results.json",
+                   help="Path to checkpoint used for saving statistics and resuming")
+    p.add_argument("--debug-checkpoint", type=str, default="./live_results.txt",
+                   help="Path to checkpoint used for saving live results")
+    p.add_argument("--gpu-rank", type=int, default=0)
+    return p
+
+
+@dataclass(frozen=True)
+class Pace:
+    tick_s: float
+    route_s: float
+    wall_per_game: float      # duration_system / duration_game: a real model is several times slower
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> Pace:
+        return cls(tick_s=float(env.get("SIM_TICK_S", "0.5")), route_s=float(env.get("SIM_ROUTE_S", "3")),
+                   wall_per_game=float(env.get("SIM_WALL_PER_GAME", "6")))
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+class Faults:
+    """The control file: one word, consumed (deleted) when acted on."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = Path(path) if path else None
+
+    def take(self) -> str | None:
+        if self.path is None:
+            return None
+        try:
+            word = self.path.read_text().strip()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        if word not in FAULTS:
+            say(f"[sim] ignoring unknown fault {word!r} in {self.path}")
+            return None
+        return word
+
+
+class SimulationCrashed(Exception):
+    pass
+
+
+class Evaluator:
+    def __init__(self, args: argparse.Namespace, pace: Pace, faults: Faults) -> None:
+        self.args = args
+        self.pace = pace
+        self.faults = faults
+        self.stats = b2d.Statistics(args.checkpoint)
+        self.sensors_initialized = False
+        self.fast = False          # `finish`: complete what is left without waiting
+        self.client = None
+        self.tm_socket: socket.socket | None = None
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        import carla  # in the evaluator's env; a missing package fails here like the real one
+
+        self.client = carla.Client(self.args.host, self.args.port)
+        self.client.set_timeout(self.args.timeout)
+        version = self.client.get_server_version()   # RuntimeError (time-out ...) if the server is not there
+        say(f"load_world success , attempts=0 (server {version} at {self.args.host}:{self.args.port})")
+        # The TrafficManager server lives in the client process and listens on the TM port.
+        tm = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            tm.bind(("127.0.0.1", self.args.traffic_manager_port))
+            tm.listen(16)
+        except OSError as exc:
+            tm.close()
+            raise RuntimeError(f"{TM_BIND_ERROR} (port {self.args.traffic_manager_port}: {exc.strerror})") from None
+        self.tm_socket = tm
+        say(f"traffic_manager init success, try_time=0 (port {self.args.traffic_manager_port})")
+        agent = self.args.agent
+        if not os.path.exists(agent):
+            module = os.path.basename(agent).split(".")[0]
+            raise ModuleNotFoundError(f"No module named '{module}'")
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> bool:
+        """Bench2Drive's LeaderboardEvaluator.run; returns crashed."""
+        indexer = b2d.RouteIndexer(b2d.parse_routes(self.args.routes, self.args.routes_subset,
+                                                    self.args.repetitions))
+        resume = False
+        data: dict = {}
+        if self.args.resume:
+            data = b2d.fetch_dict(self.args.checkpoint)
+            resume, message = indexer.validate_and_resume(data)
+            say(message)
+        os.makedirs(os.path.dirname(os.path.abspath(self.args.checkpoint)), exist_ok=True)
+        if resume:
+            self.stats.add_file_records(data)
+        else:
+            self.stats.clear_records()
+        self.stats.save_progress(indexer.index, indexer.total)
+        self.stats.write()
+
+        crashed = False
+        t0 = time.time()
+        while indexer.peek() and not crashed:
+            config = indexer.get_next_config()
+            assert config is not None
+            crashed = self.run_route(config)
+            self.stats.save_progress(indexer.index, indexer.total)
+            self.stats.write()
+            if crashed:
+                say(f"{indexer.index} crash, [{indexer.index}/{indexer.total}], please restart")
+                break
+        if not crashed:
+            say(f"cost time={time.time() - t0}")
+            say("\033[1m> Registering the global statistics\033[0m")
+            self.stats.compute_global_statistics()
+            error = self.stats.validate_and_write(self.sensors_initialized, crashed)
+            if error:
+                say(f"\n\033[91mThe statistics are badly formed. Setting their status to 'Invalid':\n> {error}\033[0m\n")
+        return crashed
+
+    def run_route(self, config: b2d.RouteConfig) -> bool:
+        say(f"\n\033[1m========= Preparing {config.name} (repetition {config.repetition_index}) =========\033[0m")
+        outcome = b2d.simulate_outcome(config)
+        weather_id = str(zlib.crc32(config.full_name.encode()) % 28)  # stable across runs
+        save_name = (f"{config.full_name}_{config.town}_{config.scenario_name}_{weather_id}_"
+                     f"{datetime.now().strftime('%m_%d_%H_%M_%S')}")
+        self.stats.create_route_data(config, weather_id, save_name)
+        say("\033[1m> Loading the world\033[0m")
+        say("\033[1m> Setting up the agent\033[0m")
+        if not self.sensors_initialized:
+            self.stats.sensors = list(b2d.SENSOR_ICONS)
+            self.stats.write()
+            self.sensors_initialized = True
+        say("\033[1m> Running the route\033[0m")
+        start = time.monotonic()
+        tick = 0
+        try:
+            while not self.fast and time.monotonic() - start < self.pace.route_s:
+                self.on_fault(self.faults.take())
+                if self.fast:
+                    break
+                self.server_tick()
+                tick += 1
+                game_t = (time.monotonic() - start) / self.pace.wall_per_game
+                say(f"[{config.full_name}] step {tick} game_time={game_t:.2f}s "
+                    f"route {config.index + 1}/{self.stats.total_routes or '?'}")
+                time.sleep(self.pace.tick_s)
+        except SimulationCrashed as exc:
+            say("\n\033[91mError during the simulation:")
+            say(f"\nTraceback (most recent call last):\nRuntimeError: {exc}\033[0m")
+            say("\033[1m> Stopping the route\033[0m")
+            say("\033[1m> Registering the route statistics\033[0m")
+            self.stats.save_entry_status("Crashed")
+            wall = time.monotonic() - start
+            self.stats.compute_route_statistics(config.index, None, wall, wall / self.pace.wall_per_game,
+                                                "Simulation crashed")
+            return True
+        wall = time.monotonic() - start
+        say("\033[1m> Stopping the route\033[0m")
+        say("\033[1m> Registering the route statistics\033[0m")
+        self.stats.save_entry_status("Started")
+        self.stats.compute_route_statistics(config.index, outcome, wall, wall / self.pace.wall_per_game)
+        return False
+
+    def server_tick(self) -> None:
+        """One call on the client's kept-open connection: a hung or dead server stalls us here."""
+        try:
+            self.client.get_server_version()
+        except RuntimeError as exc:
+            raise SimulationCrashed(str(exc)) from None
+
+    def on_fault(self, fault: str | None) -> None:
+        if fault == "hang":
+            # Alive, 0 % CPU, no output, forever: what the real evaluator does in futex_wait.
+            threading.Event().wait()
+        elif fault == "crash":
+            raise SimulationCrashed("[sim] injected fault: the simulation crashed")
+        elif fault == "finish":
+            say("[sim] injected fault: finishing the remaining routes now")
+            self.fast = True
+
+
+def main(argv: list[str] | None = None, sim_dir: str | os.PathLike[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if sim_dir is not None:
+        from sim.layout import SimLayout
+        from sim.procs import register_self
+        register_self(SimLayout.of(sim_dir), "evaluator", os.environ.get("CARLA_SIM_SIDE"))
+    ev = Evaluator(args, Pace.from_env(dict(os.environ)), Faults(os.environ.get("CARLA_SIM_FAULTS")))
+    try:
+        ev.setup()
+    except RuntimeError as exc:
+        say(f"Traceback (most recent call last):\n  File \"leaderboard_evaluator.py\", in _setup_simulation\n"
+            f"RuntimeError: {exc}")
+        return SETUP_FAILED_RC
+    crashed = ev.run()
+    return CRASH_RC if crashed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The fake `nvidia-smi`: the --query-* CSV formats of the real one (driver 580, see tests/data), fed
+by the VRAM ledger (ledger.py).
+
+    nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv[,noheader][,nounits]
+    nvidia-smi --query-compute-apps=pid[,process_name],used_memory --format=...
+    nvidia-smi -L
+
+memory.used = the GPU's base_used_mb + the live ledger entries on it. No compute process: the
+compute-apps query prints nothing at all (rc 0) without a header, only the header with one.
+D/sim/nvidia-smi.mode: ok | na (memory fields `[N/A]`, as on WDDM) | fail (rc 9, the NVML driver
+message) | hang (never returns: a probe must time out and say UNKNOWN).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sim.layout import SimLayout, read_mode
+from sim.ledger import GpuSpec, LedgerEntry, live_entries, load_model
+
+MODES = ("ok", "na", "fail", "hang")
+NA = "[N/A]"
+DRIVER_FAIL = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+               "Make sure that the latest NVIDIA driver is installed and running.")
+RC_DRIVER_FAIL = 9
+RC_BAD_ARGS = 2
+
+
+@dataclass(frozen=True)
+class Field:
+    header: str                       # as the real tool prints it in the header row
+    unit: str | None                  # "MiB", "%" or None
+    memory: bool = False              # becomes [N/A] in na mode
+
+
+GPU_FIELDS: dict[str, Field] = {
+    "index": Field("index", None),
+    "name": Field("name", None),
+    "gpu_name": Field("name", None),
+    "uuid": Field("uuid", None),
+    "gpu_uuid": Field("uuid", None),
+    "memory.used": Field("memory.used [MiB]", "MiB", memory=True),
+    "memory.total": Field("memory.total [MiB]", "MiB", memory=True),
+    "memory.free": Field("memory.free [MiB]", "MiB", memory=True),
+    "utilization.gpu": Field("utilization.gpu [%]", "%"),
+}
+APP_FIELDS: dict[str, Field] = {
+    "pid": Field("pid", None),
+    "process_name": Field("process_name", None),
+    "name": Field("process_name", None),
+    "used_memory": Field("used_gpu_memory [MiB]", "MiB", memory=True),
+    "used_gpu_memory": Field("used_gpu_memory [MiB]", "MiB", memory=True),
+    "gpu_uuid": Field("gpu_uuid", None),
+    "gpu_name": Field("gpu_name", None),
+}
+
+
+@dataclass(frozen=True)
+class Query:
+    kind: str                         # "gpu" | "apps" | "list"
+    fields: tuple[str, ...] = ()
+    header: bool = True
+    units: bool = True
+    ids: tuple[int, ...] | None = None
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_args(argv: list[str]) -> Query:
+    kind, fields, fmt, ids = None, (), None, None
+    it = iter(argv)
+    for tok in it:
+        key, eq, value = tok.partition("=")
+        if key in ("--query-gpu", "--query-compute-apps") and eq:
+            kind = "gpu" if key == "--query-gpu" else "apps"
+            fields = tuple(f.strip() for f in value.split(",") if f.strip())
+        elif key == "--format" and eq:
+            fmt = value
+        elif key in ("-i", "--id"):
+            value = value if eq else next(it, "")
+            ids = tuple(int(x) for x in value.split(",") if x.strip().isdigit())
+        elif tok in ("-L", "--list-gpus"):
+            kind = "list"
+        else:
+            raise UsageError(tok)
+    if kind is None:
+        raise UsageError("no query")
+    if kind == "list":
+        return Query("list", ids=ids)
+    if fmt is None:
+        # The real tool insists on --format with --query-*.
+        raise UsageError("--format")
+    opts = {o.strip() for o in fmt.split(",")}
+    if "csv" not in opts or not opts <= {"csv", "noheader", "nounits"}:
+        raise UsageError(f"--format={fmt}")
+    table = GPU_FIELDS if kind == "gpu" else APP_FIELDS
+    for f in fields:
+        if f not in table:
+            raise UsageError(f'Field "{f}" is not a valid field to query.')
+    return Query(kind, fields, header="noheader" not in opts, units="nounits" not in opts, ids=ids)
+
+
+def _fmt(value: object, field: Field, q: Query, na: bool) -> str:
+    if na and field.memory:
+        return NA
+    if field.unit and q.units:
+        return f"{value} {field.unit}"
+    return str(value)
+
+
+def _process_name(pid: int) -> str:
+    # The real tool shows the process's argv[0] (e.g. `python3`, or the full path it was started by).
+    try:
+        import psutil
+        cmd = psutil.Process(pid).cmdline()
+        return cmd[0] if cmd else psutil.Process(pid).name()
+    except Exception:  # the process may be gone between ledger read and here
+        return NA
+
+
+def render(q: Query, gpus: tuple[GpuSpec, ...], entries: list[LedgerEntry], na: bool,
+           name_of: Callable[[int], str] = _process_name) -> str:
+    gpus = tuple(g for g in gpus if q.ids is None or g.index in q.ids)
+    if q.kind == "list":
+        return "".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in gpus)
+    wanted = {g.index for g in gpus}
+    entries = [e for e in entries if e.gpu in wanted]
+    table = GPU_FIELDS if q.kind == "gpu" else APP_FIELDS
+    lines: list[str] = []
+    if q.header:
+        lines.append(", ".join(table[f].header for f in q.fields))
+    if q.kind == "gpu":
+        for g in gpus:
+            used = g.base_used_mb + sum(e.mb for e in entries if e.gpu == g.index)
+            busy = any(e.gpu == g.index for e in entries)
+            values = {"index": g.index, "name": g.name, "gpu_name": g.name, "uuid": g.uuid, "gpu_uuid": g.uuid,
+                      "memory.used": used, "memory.total": g.total_mb,
+                      "memory.free": max(g.total_mb - used, 0),
+                      # A rendering UE4 server keeps its GPU busy even with no client (the IDLE incident).
+                      "utilization.gpu": 98 if busy else 0}
+            lines.append(", ".join(_fmt(values[f], table[f], q, na) for f in q.fields))
+    else:
+        by_index = {g.index: g for g in gpus}
+        for e in entries:
+            g = by_index[e.gpu]
+            values = {"pid": e.pid, "process_name": name_of(e.pid), "name": name_of(e.pid),
+                      "used_memory": e.mb, "used_gpu_memory": e.mb, "gpu_uuid": g.uuid, "gpu_name": g.name}
+            lines.append(", ".join(_fmt(values[f], table[f], q, na) for f in q.fields))
+    return "".join(line + "\n" for line in lines)
+
+
+def main(argv: list[str], sim_dir: str | os.PathLike[str]) -> int:
+    layout = SimLayout.of(sim_dir)
+    try:
+        mode = read_mode(layout.nvsmi_mode, MODES)
+    except ValueError as exc:
+        print(f"[sim] {exc}", file=sys.stderr)
+        return RC_BAD_ARGS
+    if mode == "hang":
+        from sim.procs import register_self
+        register_self(layout, "nvidia-smi")   # so `sim down` reaps it if the caller forgot to
+        threading.Event().wait()
+    if mode == "fail":
+        print(DRIVER_FAIL)
+        return RC_DRIVER_FAIL
+    try:
+        q = parse_args(argv)
+    except UsageError as exc:
+        msg = str(exc)
+        if msg.startswith("Field "):
+            print(msg)
+        else:
+            print("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.")
+        return RC_BAD_ARGS
+    model = load_model(layout)
+    sys.stdout.write(render(q, model.gpus, live_entries(layout), na=(mode == "na")))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "--sim-dir":
+        sys.exit(main(sys.argv[3:], sys.argv[2]))
+    sys.exit("usage: fake_nvsmi.py --sim-dir D nvidia-smi-args...")
