@@ -30,6 +30,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sim import b2d
 
@@ -120,7 +121,7 @@ class Evaluator:
         self.stats = b2d.Statistics(args.checkpoint)
         self.sensors_initialized = False
         self.fast = False          # `finish`: complete what is left without waiting
-        self.client = None
+        self.client: Any = None   # a carla.Client once set up
         self.tm_socket: socket.socket | None = None
 
     # ------------------------------------------------------------------ setup

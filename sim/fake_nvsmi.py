@@ -72,7 +72,8 @@ class UsageError(Exception):
 
 
 def parse_args(argv: list[str]) -> Query:
-    kind, fields, fmt, ids = None, (), None, None
+    fields: tuple[str, ...] = ()
+    kind, fmt, ids = None, None, None
     it = iter(argv)
     for tok in it:
         key, eq, value = tok.partition("=")

@@ -209,7 +209,7 @@ def main(argv: list[str], sim_dir: str | os.PathLike[str]) -> int:
         ct = psutil.Process(me).create_time()
 
         def allocate() -> None:
-            write_entry(layout, me, ct, int(spec.gpu), spec.mb, rpc_port=opts.rpc_port, adapter=opts.adapter)
+            write_entry(layout, me, ct, int(spec.gpu or 0), spec.mb, rpc_port=opts.rpc_port, adapter=opts.adapter)
 
         timer = threading.Timer(spec.delay_s, allocate)
         timer.daemon = True

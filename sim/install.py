@@ -115,8 +115,9 @@ def write_sim_config(layout: SimLayout, *, gpus: dict[str, Any] | None,
                       "pythonpath": [str(nocarla)]},
     }
     for env in envs.values():
-        (Path(env["prefix"]) / "conda-meta").mkdir(parents=True, exist_ok=True)
-        (Path(env["prefix"]) / "bin").mkdir(parents=True, exist_ok=True)
+        prefix = Path(str(env["prefix"]))
+        (prefix / "conda-meta").mkdir(parents=True, exist_ok=True)
+        (prefix / "bin").mkdir(parents=True, exist_ok=True)
     write_json_atomic(layout.envs_json, {"root_prefix": str(root_prefix), "envs": envs})
 
 

@@ -133,7 +133,7 @@ class FakeWindowsHost(Host, Detacher):
         if row is None:
             return '{"outcome":"gone"}'
         created = parse_creation_date(row.get("CreationDate"))
-        if created is None:
+        if not isinstance(created, float):
             return '{"outcome":"changed","detail":"no CreationDate"}'
         ms = int(round(created * 1000))
         if abs(ms - expected) > 50:

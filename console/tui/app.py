@@ -48,7 +48,7 @@ SHOW_HOLD_S = 0.05          # a finished poll waits this long for the other side
 
 def _terminal_alive() -> bool:
     try:
-        termios.tcgetattr(sys.__stdin__.fileno())
+        termios.tcgetattr(sys.__stdin__.fileno())  # type: ignore[union-attr]  # None: AttributeError below
     except (termios.error, OSError, ValueError, AttributeError):
         return False
     return True

@@ -205,6 +205,7 @@ class LiveRecovery:
                 break
             await asyncio.sleep(0.25)
         self.lp = lp
+        assert lp is not None  # the loop ran at least once
         if not lp.allowed:
             return StepOutcome("refused", f"the relaunch is refused: {lp.refused}")
         return StepOutcome("confirm", f"resume {lp.decision.resume}: {lp.decision.reason}", launch_view(lp))

@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Op, Plan, Target, make_plan
@@ -312,7 +313,7 @@ class _Poller:
         table = await process_table(self.host, self.timeout, fresh_pids=frozenset([pid]))
         mine = ours(table, pid, ct, port, before) if table.ok else mine
         inner = mine[-1].pid if mine else None
-        common = dict(baseline=baseline, pid=pid, create_time=ct, server_pid=inner, argv=argv)
+        common: dict[str, Any] = dict(baseline=baseline, pid=pid, create_time=ct, server_pid=inner, argv=argv)
         if table.ok and not mine:
             seen = _used(after_v) if vram_word(after_v) == "READ" else None
             return Try(k, CRASHED, after=seen, **common, detail=f"the launch (pid {pid}) exited within "
@@ -323,11 +324,11 @@ class _Poller:
             return Try(k, verdict, after=_used(after_v) or None, stopped=stopped[1], **common,
                        detail=f"after: {_vram_why(after_v)}")
         after = _used(after_v)
-        rises = {i: after[i] - baseline[i] for i in after
-                 if i in baseline and after[i] is not None and baseline[i] is not None}
+        rises = {i: a - b for i, a in after.items() if a is not None and (b := baseline.get(i)) is not None}
         gpu = max(rises, key=lambda i: rises[i]) if rises else None
         delta = rises[gpu] if gpu is not None else None
-        name = after_v.gpu(gpu).name if gpu is not None and after_v.gpu(gpu) else None
+        risen = after_v.gpu(gpu) if gpu is not None else None
+        name = risen.name if risen else None
         common.update(after=after, delta_mb=delta, gpu=gpu, gpu_name=name)
         need = self.sc.server.vram_min_delta_mb
         if table.ok and delta is not None and delta >= need:

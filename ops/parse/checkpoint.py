@@ -155,7 +155,7 @@ def _record(pos: int, rec: object) -> RouteRecord:
     scores, meta = _obj(rec, "scores", pos), _obj(rec, "meta", pos)
     counts, outside_pct = _infractions(rec.get("infractions"), pos)
     return RouteRecord(
-        index=index, route_id=route_id, status=status,
+        index=int(index or 0), route_id=route_id, status=status,
         score_composed=_num(scores, "score_composed", pos), score_route=_num(scores, "score_route", pos),
         score_penalty=_num(scores, "score_penalty", pos), infractions=counts,
         duration_game=_num(meta, "duration_game", pos), duration_system=_num(meta, "duration_system", pos),

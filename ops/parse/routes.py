@@ -53,10 +53,11 @@ class _Refused(Exception):
 def parse_routes(text: str | bytes) -> RoutesFile | ParseError:
     """Parse a routes file's content; never raises."""
     if isinstance(text, (bytes, bytearray)):
-        data: str | bytes = bytes(text)
-        if len(data) > MAX_CHARS:
-            return ParseError.of(WHAT, f"input too large: {len(data)} bytes > {MAX_CHARS}",
-                                 data[:300].decode("utf-8", "replace"))
+        raw = bytes(text)
+        if len(raw) > MAX_CHARS:
+            return ParseError.of(WHAT, f"input too large: {len(raw)} bytes > {MAX_CHARS}",
+                                 raw[:300].decode("utf-8", "replace"))
+        data: str | bytes = raw
     else:
         checked = as_text(WHAT, text, MAX_CHARS)
         if isinstance(checked, ParseError):
@@ -91,7 +92,7 @@ def _parse(data: str | bytes) -> RoutesFile | ParseError:
     parser.StartDoctypeDeclHandler = refuse_doctype
     parser.EntityDeclHandler = refuse_doctype
     parser.UnparsedEntityDeclHandler = refuse_doctype
-    parser.ExternalEntityRefHandler = refuse_doctype
+    parser.ExternalEntityRefHandler = refuse_doctype  # type: ignore[assignment]
     try:
         parser.Parse(data, True)
     except _Refused as exc:

@@ -17,7 +17,7 @@ from typing import Any
 
 
 class RunningLoopPidfdWatcher(asyncio.AbstractChildWatcher):
-    def add_child_handler(self, pid: int, callback: Callable[..., Any], *args: Any) -> None:
+    def add_child_handler(self, pid: int, callback: Callable[..., Any], *args: Any) -> None:  # type: ignore[override]
         loop = asyncio.get_running_loop()
         pidfd = os.pidfd_open(pid)
         loop.add_reader(pidfd, self._reap, loop, pid, pidfd, callback, args)

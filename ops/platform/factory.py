@@ -65,7 +65,7 @@ async def make_hosts(rig_hosts: Mapping[str, HostConfig], *, resolver=resolve_ga
     out: dict[str, Host] = {}
     for name, cfg in rig_hosts.items():
         if cfg.type == "ssh" and cfg.address == GATEWAY:
-            out[name] = (UnavailableHost(cfg.name, cfg.os, gateway_error) if gateway is None
+            out[name] = (UnavailableHost(cfg.name, cfg.os, gateway_error or 'gateway unresolved') if gateway is None
                          else make_host(cfg, address=gateway))
         else:
             out[name] = make_host(cfg)

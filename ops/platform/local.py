@@ -140,8 +140,8 @@ class LocalHost(Host, Detacher):
             except BaseException:
                 _killpg(proc.pid, signal.SIGKILL)  # cancelled during the grace: no grace left
                 raise
-            out, err = await self._drain(readers)
-            return Result(args, None, stdout=decode(*out), stderr=decode(*err),
+            drained_out, drained_err = await self._drain(readers)
+            return Result(args, None, stdout=decode(*drained_out), stderr=decode(*drained_err),
                           took_s=time.monotonic() - t0, error=timeout_error(timeout), timed_out=True)
         except BaseException:
             # Cancelled (or anything else): never leave the group behind. KILL at once (no grace: the

@@ -160,7 +160,7 @@ class SshHost(Host, Detacher):
         if not os.path.isfile(self.known_hosts):
             raise TransportError(f"known_hosts file {self.known_hosts} does not exist; the host key for "
                                  f"{self.address}:{self.port} cannot be verified; "
-                                 + known_hosts_hint(self.address, self.port, self.known_hosts))
+                                 + known_hosts_hint(self.address or '', self.port, self.known_hosts))
         try:
             conn = await asyncssh.connect(
                 self.address, self.port, username=self.cfg.user or (), known_hosts=self.known_hosts,
@@ -172,7 +172,7 @@ class SshHost(Host, Detacher):
         except asyncssh.HostKeyNotVerifiable as e:
             raise TransportError(f"host key for {self.address}:{self.port} is not in {self.known_hosts} "
                                  f"(or changed): {e}; "
-                                 + known_hosts_hint(self.address, self.port, self.known_hosts)) from e
+                                 + known_hosts_hint(self.address or '', self.port, self.known_hosts)) from e
         except asyncssh.PermissionDenied as e:
             raise TransportError(f"authentication failed for {self.target}: {e}") from e
         except asyncio.TimeoutError as e:

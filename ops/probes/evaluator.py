@@ -102,7 +102,7 @@ async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: P
     ev = chain.evaluator
     harness_alive = chain.harness is not None
     detail = ", ".join(f"{m.role} {m.proc.pid}" for m in chain.members) or "no process of this side"
-    evidence = (table.evidence(), Evidence(f"chain of side {side.name}", True, detail=detail))
+    evidence: tuple[Evidence, ...] = (table.evidence(), Evidence(f"chain of side {side.name}", True, detail=detail))
     if ev is not None:
         verdict = Verdict(State.ALIVE, evidence, f"evaluator pid {ev.pid}")
         phase = "running"
@@ -118,6 +118,6 @@ async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: P
         else:
             phase = "absent"
     if isinstance(hs, str):
-        evidence = evidence + (Evidence("harness state", False, error=hs),)
+        evidence = (*evidence, Evidence("harness state", False, error=hs),)
         verdict = Verdict(verdict.state, evidence, verdict.summary)
     return EvaluatorProbe(verdict, chain, harness, harness_alive, cp, phase)

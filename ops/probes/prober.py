@@ -180,21 +180,18 @@ class Prober:
         ev_host = self.hosts[side.evaluator.host]
         last = self._last_rpc.get(name)
         due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_every_s)
-        probes = (
-            lambda: probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
-                                 rpc_overhead_s=self.rpc_overhead_s),
-            lambda: probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s,
-                                    timeout),
-            lambda: probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout),
-            lambda: self._vram(side.server.host, timeout, force=bool(rpc)),
-        )
+        server_c = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
+                                rpc_overhead_s=self.rpc_overhead_s)
+        hb_c = probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s, timeout)
+        ev_c = probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout)
+        vram_c = self._vram(side.server.host, timeout, force=bool(rpc))
         if (not due and self._vram_cached(side.server.host, force=bool(rpc))
                 and self.hosts[side.server.host].is_local and ev_host.is_local):
             # All local, no RPC and no VRAM read due: each probe is a fraction of a millisecond, less
             # than the tasks gather would make for them. Remote or slow probes still run side by side.
-            server, hb, ev, vram = [await p() for p in probes]
+            server, hb, ev, vram = await server_c, await hb_c, await ev_c, await vram_c
         else:
-            server, hb, ev, vram = await asyncio.gather(*(p() for p in probes))
+            server, hb, ev, vram = await asyncio.gather(server_c, hb_c, ev_c, vram_c)
         server = self._carry_rpc(name, server, due)
         lines: tuple[str, ...] = ()
         if tail:

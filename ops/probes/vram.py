@@ -110,13 +110,13 @@ async def read_vram(cfg: HostConfig, host: Host, timeout: float = 5.0) -> VramRe
                                               took_ms=res.took_s * 1e3), source)
     gpus = tuple(Gpu(g.index, g.name, g.used_mb, g.total_mb) for g in parsed)
     apps_res = await host.run([*cfg.nvidia_smi, *QUERY_APPS_ARGS], timeout=timeout)
-    apps: dict[int, int | None] | None = None
+    smi_apps: dict[int, int | None] | None = None
     if apps_res.ok:
         parsed_apps = parse_compute_apps(apps_res.stdout)
         if not isinstance(parsed_apps, ParseError):
-            apps = {a.pid: a.used_mb for a in parsed_apps}
+            smi_apps = {a.pid: a.used_mb for a in parsed_apps}
     took = (time.perf_counter() - t0) * 1e3
-    return VramReading(gpus, apps, Evidence(what, True, detail=_detail(gpus), took_ms=took), source)
+    return VramReading(gpus, smi_apps, Evidence(what, True, detail=_detail(gpus), took_ms=took), source)
 
 
 def _detail(gpus: tuple[Gpu, ...]) -> str:

@@ -20,7 +20,7 @@ from widgets.rig_header import RigHeader
 from widgets.side_pane import SidePane
 from widgets.still_lines import StillLines
 
-SAFE_BINDINGS = [
+SAFE_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("g", "reprobe", "Probe"),
     Binding("p", "ports", "Ports"),
     Binding("question_mark", "help", "Help", key_display="?"),
