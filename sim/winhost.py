@@ -18,7 +18,8 @@ from datetime import datetime, timezone
 from ops.parse.winproc import parse_creation_date
 from ops.platform import powershell as ps
 from ops.platform.base import Host, Result
-from ops.platform.common import Detacher, SpawnError, check_argv
+from ops.platform.common import SpawnError, check_argv
+from ops.platform.windows import Windows
 
 DEFAULT_NETSH = ("Protocol tcp Port Exclusion Ranges\r\n\r\nStart Port    End Port      \r\n"
                  "----------    --------      \r\n        80          80      \r\n"
@@ -26,7 +27,7 @@ DEFAULT_NETSH = ("Protocol tcp Port Exclusion Ranges\r\n\r\nStart Port    End Po
 DEFAULT_GPUS = "0, NVIDIA GeForce RTX 4090, 1024, 24564\r\n1, Microsoft Basic Render Driver, [N/A], [N/A]\r\n"
 
 
-class FakeWindowsHost(Host, Detacher):
+class FakeWindowsHost(Host):
     is_local = False
 
     def __init__(self, name: str = "win", *, processes_json: str, flavor: str = "ps51",
@@ -36,6 +37,7 @@ class FakeWindowsHost(Host, Detacher):
             raise ValueError("flavor is ps51 or ps7")
         self.name = name
         self.os = "windows"
+        self.platform = Windows(self, self.run_powershell)
         self.flavor = flavor
         self._recorded: str | None = processes_json    # verbatim until the table changes
         loaded = json.loads(processes_json)

@@ -196,8 +196,6 @@ async def plan_adapter_poll(live, side: str) -> Plan:
     precondition = None
     if not cands:
         precondition = "no adapter_candidates configured"
-    elif not callable(getattr(host, "spawn_detached", None)):
-        precondition = f"host {host.name} cannot start a detached process"
     cmd = " ".join([*sc.server.command, rpc_marker(sc.server.rpc_port)])
     action = (f"on {host.name}: for K in {list(cands)}: launch {cmd} -graphicsadapter=K "
               f"detached, wait {sc.server.start_wait_s:g} s, accept on a VRAM rise ≥ {sc.server.vram_min_delta_mb} "
@@ -276,7 +274,7 @@ class _Poller:
             log_dir.mkdir(parents=True, exist_ok=True)
             log = str(log_dir / "server.log")
         try:
-            pid = await self.host.spawn_detached(argv, log_path=log)  # type: ignore[attr-defined]
+            pid = await self.host.spawn_detached(argv, log_path=log)
         except SpawnError as e:
             return Try(k, SPAWN_FAILED, baseline, argv=argv, detail=str(e))
         first = await process_table(self.host, self.timeout, fresh_pids=frozenset([pid]))

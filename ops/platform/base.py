@@ -6,9 +6,13 @@ happened, so that the probe above can answer UNKNOWN with the raw error as evide
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ops.platform.procs import ProcTable
+from ops.platform.types import FileStat, FileText, Listeners, SignalOutcome, TcpCheck
+from ops.tristate import Evidence
 
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
 
@@ -39,12 +43,52 @@ class ScriptUnavailable(Exception):
     """A packaged script could not be put on the host (transport down, disk full): probes say UNKNOWN."""
 
 
+class Platform(abc.ABC):
+    """What the console asks of a host's operating system. One subclass a platform: LinuxLocal (this
+    machine: /proc, sock_diag, direct reads), LinuxRemote (packaged scripts and coreutils over the host's
+    transport), Windows (PowerShell/CIM). A new host type picks one of these, or adds one here."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    @abc.abstractmethod
+    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
+        """Every process with pid, ppid, create time and argv; an error table when it cannot be read."""
+
+    @abc.abstractmethod
+    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float) -> SignalOutcome:
+        """Send SIGTERM/SIGKILL to pid only if it is still the planned process (checked on the host)."""
+
+    @abc.abstractmethod
+    async def listeners(self, timeout: float, interest: Iterable[int] = ()) -> Listeners:
+        """Listening TCP ports and, for the ports in `interest`, their owner pids."""
+
+    @abc.abstractmethod
+    async def clients_connected(self, port: int, timeout: float) -> tuple[int | None, Evidence]:
+        """How many established connections `port` has; None when it cannot be told."""
+
+    @abc.abstractmethod
+    async def port_check(self, port: int, timeout: float) -> TcpCheck:
+        """Does the host take TCP connections on port (refused: positive evidence; timeout: cannot tell)?"""
+
+    @abc.abstractmethod
+    async def stat_file(self, path: str, timeout: float) -> FileStat: ...
+
+    @abc.abstractmethod
+    async def read_text(self, path: str, timeout: float, limit: int) -> FileText: ...
+
+    @abc.abstractmethod
+    async def tail_lines(self, path: str, n: int, timeout: float, max_bytes: int) -> list[str] | None: ...
+
+
 class Host(abc.ABC):
-    """A machine the console reaches. `os` is 'linux' or 'windows'."""
+    """A machine the console reaches: a transport (`run`, `spawn_detached`) and its `platform`.
+    `os` is 'linux' or 'windows'."""
 
     name: str
     os: str
     is_local: bool = False   # this machine: probes may read /proc and files directly
+    platform: Platform       # set by each concrete host
 
     @abc.abstractmethod
     async def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
@@ -53,6 +97,14 @@ class Host(abc.ABC):
 
         On timeout the command is stopped on the host as well: no orphan is left behind.
         """
+
+    @abc.abstractmethod
+    async def spawn_detached(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                             cwd: str | None = None, log_path: str | None = None,
+                             timeout: float = 15.0) -> int:
+        """Start argv in its own session, stdin from /dev/null, stdout+stderr appended to log_path
+        (None: discarded), and return its pid: a process that outlives the console. Raises SpawnError
+        (ops/platform/common.py) with the raw reason."""
 
     async def close(self) -> None:  # pragma: no cover - default no-op
         return None

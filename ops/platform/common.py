@@ -1,7 +1,6 @@
 """Pieces every host implementation shares: limits, error texts, the detached-spawn interface."""
 from __future__ import annotations
 
-import abc
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -74,14 +73,3 @@ def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
         if "\x00" in a:
             raise ValueError("argv element contains NUL")
     return out
-
-
-class Detacher(abc.ABC):
-    """Hosts that can start a long-lived process that outlives the console (the harness, a server)."""
-
-    @abc.abstractmethod
-    async def spawn_detached(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                             cwd: str | None = None, log_path: str | None = None,
-                             timeout: float = 15.0) -> int:
-        """Start argv in its own session, stdin from /dev/null, stdout+stderr appended to log_path
-        (None: discarded), and return its pid. Raises SpawnError with the raw reason."""

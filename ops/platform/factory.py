@@ -4,10 +4,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ops.model import HostConfig
-from ops.platform.base import Host, Result
+from ops.platform.base import Host, Platform, Result
 from ops.platform.common import SpawnError, check_argv
 from ops.platform.gateway import GatewayError, resolve_gateway
+from ops.platform.linux_remote import LinuxRemote
 from ops.platform.local import LocalHost
+from ops.platform.windows import Windows
 from ops.platform.wsl import WslInteropHost
 
 GATEWAY = "@gateway"
@@ -21,6 +23,8 @@ class UnavailableHost(Host):
         self.name = name
         self.os = os_name
         self.reason = reason
+        self.platform: Platform = (Windows(self, self.run_powershell) if os_name == "windows"
+                                   else LinuxRemote(self))
 
     def __repr__(self) -> str:
         return f"UnavailableHost({self.name!r}, {self.reason!r})"
@@ -32,7 +36,8 @@ class UnavailableHost(Host):
     async def run_powershell(self, script: str, timeout: float) -> Result:
         return Result(("powershell", "<script>"), None, error=f"transport: {self.reason}")
 
-    async def spawn_detached(self, argv: Sequence[str], **_: object) -> int:
+    async def spawn_detached(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                             cwd: str | None = None, log_path: str | None = None, timeout: float = 15.0) -> int:
         raise SpawnError(f"spawn: {self.reason}")
 
 

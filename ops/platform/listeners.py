@@ -22,6 +22,21 @@ from ops.platform.sock_diag import ListenSocket, listening_sockets
 from ops.platform.types import Listeners
 
 LISTEN = "0A"
+ESTABLISHED = "01"
+
+
+def proc_net_tcp(state: str) -> list[list[str]]:
+    """The rows of /proc/net/tcp and tcp6 in one TCP state (the fields split). Raises OSError/ValueError
+    on a bad read; a kernel without IPv6 just has no tcp6 rows."""
+    rows: list[list[str]] = []
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        rows.extend(parts for parts in (ln.split() for ln in lines) if len(parts) >= 10 and parts[3] == state)
+    return rows
 
 
 def listen_sockets() -> list[ListenSocket]:
@@ -32,19 +47,22 @@ def listen_sockets() -> list[ListenSocket]:
     except OSError:
         pass
     out: list[ListenSocket] = []
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path) as f:
-                lines = f.read().splitlines()[1:]
-        except FileNotFoundError:
-            continue  # no IPv6 in this kernel
-        for line in lines:
-            parts = line.split()
-            if len(parts) < 10 or parts[3] != LISTEN:
-                continue
-            addr, _, port = parts[1].partition(":")
-            out.append(ListenSocket(int(port, 16), _proc_address(addr), int(parts[9])))
+    for parts in proc_net_tcp(LISTEN):
+        addr, _, port = parts[1].partition(":")
+        out.append(ListenSocket(int(port, 16), _proc_address(addr), int(parts[9])))
     return out
+
+
+def local_established(port: int) -> tuple[list[tuple[str, int]], str | None]:
+    """Remote ends of this machine's ESTABLISHED TCP connections to local `port` (IPv4 and IPv6), and the
+    error when they could not be read."""
+    try:
+        rows = proc_net_tcp(ESTABLISHED)
+        peers = [(remote.rsplit(":", 1)[0], int(remote.rsplit(":", 1)[1], 16))
+                 for _, local, remote, *_rest in rows if int(local.rsplit(":", 1)[1], 16) == port]
+    except (OSError, ValueError, IndexError) as e:
+        return [], f"/proc/net/tcp: {e}"
+    return peers, None
 
 
 def _listen_inodes() -> dict[int, set[int]]:
@@ -147,14 +165,4 @@ def parse_ss(host_name: str, text: str, took_ms: float = 0.0) -> Listeners:
 
 async def listeners(host: Host, timeout: float, interest: Iterable[int] = ()) -> Listeners:
     """The host's listening TCP ports; `interest`: ports whose owners must be resolved (local host)."""
-    t0 = time.perf_counter()
-    if host.is_local:
-        return local_listeners(host.name, interest)
-    if host.os == "windows":
-        from ops.platform import windows
-        return await windows.listening_ports(host, timeout)
-    res = await host.run(["ss", "-Htlnp"], timeout=timeout)
-    took = (time.perf_counter() - t0) * 1e3
-    if not res.ok:
-        return Listeners(host.name, error=f"ss -Htlnp: {res.why()}", took_ms=took)
-    return parse_ss(host.name, res.stdout, took)
+    return await host.platform.listeners(timeout, interest)

@@ -19,11 +19,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from ops.platform.base import Host, Result
+from ops.platform.base import Host, Platform, Result
 from ops.platform.common import (
     KILL_GRACE_S,
     MAX_OUTPUT,
-    Detacher,
     SpawnError,
     check_argv,
     check_env,
@@ -31,6 +30,7 @@ from ops.platform.common import (
     read_capped,
     timeout_error,
 )
+from ops.platform.linux_local import LinuxLocal
 from ops.platform.timeouts import within
 
 
@@ -98,12 +98,14 @@ async def stop_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE
     await proc.wait()
 
 
-class LocalHost(Host, Detacher):
-    is_local = True  # (lead) probes may read /proc and files directly
+class LocalHost(Host):
+    is_local = True  # probes may read /proc and files directly
+
     def __init__(self, name: str = "local", os_name: str = "linux", max_output: int = MAX_OUTPUT) -> None:
         self.name = name
         self.os = os_name
         self.max_output = max_output
+        self.platform: Platform = LinuxLocal(self)
 
     def __repr__(self) -> str:
         return f"LocalHost({self.name!r})"

@@ -42,10 +42,9 @@ import asyncssh
 
 from ops.model import HostConfig
 from ops.platform import powershell as ps
-from ops.platform.base import SCRIPTS_DIR, Host, Result, ScriptUnavailable
+from ops.platform.base import SCRIPTS_DIR, Host, Platform, Result, ScriptUnavailable
 from ops.platform.common import (
     MAX_OUTPUT,
-    Detacher,
     SpawnError,
     check_argv,
     check_env,
@@ -53,6 +52,8 @@ from ops.platform.common import (
     read_capped,
     timeout_error,
 )
+from ops.platform.linux_remote import LinuxRemote
+from ops.platform.windows import Windows
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 # How much later than the client's deadline the remote side stops the command itself: the client
@@ -118,7 +119,7 @@ def posix_spawn_command(argv: Sequence[str], env: Mapping[str, str] | None = Non
     return text
 
 
-class SshHost(Host, Detacher):
+class SshHost(Host):
     def __init__(self, cfg: HostConfig, address: str | None = None, *, max_sessions: int = 8,
                  retry_s: float = 1.0, keepalive_s: float = 10.0, max_output: int = MAX_OUTPUT) -> None:
         self.cfg = cfg
@@ -133,6 +134,8 @@ class SshHost(Host, Detacher):
         self.retry_s = retry_s
         self.keepalive_s = keepalive_s
         self.max_output = max_output
+        self.platform: Platform = (Windows(self, self.run_powershell) if self.os == "windows"
+                                   else LinuxRemote(self))
         self.connect_count = 0          # connections opened so far (tests and the UI's host panel)
         self._conn: asyncssh.SSHClientConnection | None = None
         self._connecting: asyncio.Future[asyncssh.SSHClientConnection] | None = None

@@ -36,3 +36,20 @@ class Listeners:
         return Evidence(what=f"listening tcp ports of {self.host}", ok=self.ok,
                         detail=f"{len(self.ports)} ports" if self.ok else "", error=self.error,
                         took_ms=self.took_ms)
+
+
+@dataclass(frozen=True)
+class FileStat:
+    exists: bool
+    mtime: float | None = None
+    size: int | None = None
+    host_now: float | None = None    # the host's clock when stat ran: ages are computed on one clock
+    error: str | None = None
+    took_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class FileText:
+    text: str | None
+    error: str | None = None
+    missing: bool = False

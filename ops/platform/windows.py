@@ -25,13 +25,14 @@ from __future__ import annotations
 import json
 import ntpath
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable
 
 from ops.parse.errors import ParseError
 from ops.parse.winproc import WinProc, parse_win_processes
-from ops.platform.base import Host, Result
+from ops.platform.base import Host, Platform, Result
 from ops.platform.procs import Proc, ProcTable
-from ops.platform.types import Listeners, SignalOutcome
+from ops.platform.types import FileStat, FileText, Listeners, SignalOutcome, TcpCheck
+from ops.platform.verbs import tcp_check
 from ops.tristate import Evidence
 
 PROCESS_SCRIPT = ("ConvertTo-Json -Depth 3 -Compress -InputObject @(Get-CimInstance Win32_Process | "
@@ -48,20 +49,6 @@ LISTEN_SCRIPT = "\n".join([
 
 # Tolerance of the identity re-check: CreationDate comes with at least ms precision in every form.
 CREATE_TOLERANCE_MS = 50
-
-
-def _run_ps(host: Host, script: str, timeout: float):
-    fn = getattr(host, "run_powershell", None)
-    if fn is None:
-        raise TypeError(f"host {host.name} cannot run PowerShell ({type(host).__name__})")
-    return fn(script, timeout)
-
-
-async def _ps(host: Host, script: str, timeout: float) -> Result:
-    try:
-        return await _run_ps(host, script, timeout)
-    except TypeError as e:
-        return Result(("powershell", "<script>"), None, error=str(e))
 
 
 # ------------------------------------------------------------------------------------------ processes
@@ -83,15 +70,6 @@ def table_from_json(host_name: str, text: str, took_ms: float = 0.0) -> ProcTabl
     return ProcTable(host_name, procs={w.pid: to_proc(w) for w in parsed}, took_ms=took_ms)
 
 
-async def process_table(host: Host, timeout: float) -> ProcTable:
-    t0 = time.perf_counter()
-    res = await _ps(host, PROCESS_SCRIPT, timeout)
-    took = (time.perf_counter() - t0) * 1e3
-    if not res.ok:
-        return ProcTable(host.name, error=f"Win32_Process on {host.name}: {res.why()}", took_ms=took)
-    return table_from_json(host.name, res.stdout, took)
-
-
 def stop_script(pid: int, create_time: float) -> str:
     """Stop pid only if its CreationDate is still create_time (ms since the epoch, UTC)."""
     pid = int(pid)
@@ -109,28 +87,6 @@ def stop_script(pid: int, create_time: float) -> str:
         "catch [Microsoft.PowerShell.Commands.ProcessCommandException] { '{\"outcome\":\"gone\"}'; return }",
         "'{\"outcome\":\"sent\"}'",
     ])
-
-
-async def stop_if_same(host: Host, pid: int, create_time: float, timeout: float) -> SignalOutcome:
-    res = await _ps(host, stop_script(pid, create_time), timeout)
-    if not res.ok:
-        return SignalOutcome("error", res.why())
-    line = next((ln for ln in reversed(res.stdout.strip().splitlines()) if ln.strip().startswith("{")), "")
-    try:
-        data = json.loads(line)
-        outcome = str(data["outcome"])
-    except (ValueError, KeyError, TypeError) as e:
-        return SignalOutcome("error", f"unparseable reply ({e}): {res.stdout[:200]!r}")
-    if outcome not in ("sent", "gone", "changed"):
-        return SignalOutcome("error", f"unexpected outcome {outcome!r}")
-    detail = f"pid {pid} now started at {data['create_ms'] / 1000:.3f}" if "create_ms" in data else \
-        str(data.get("detail", ""))
-    return SignalOutcome(outcome, detail)
-
-
-async def spawn_detached(host: Host, argv: Sequence[str], *, cwd: str | None = None, timeout: float = 15.0) -> int:
-    """Start argv outside the session's job object and return its pid (raises SpawnError)."""
-    return await host.spawn_detached(argv, cwd=cwd, timeout=timeout)  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------------------------ tcp
@@ -155,15 +111,6 @@ def listeners_from_json(host_name: str, text: str, took_ms: float = 0.0) -> List
     return Listeners(host_name, {p: frozenset(o) for p, o in ports.items()}, took_ms=took_ms)
 
 
-async def listening_ports(host: Host, timeout: float) -> Listeners:
-    t0 = time.perf_counter()
-    res = await _ps(host, LISTEN_SCRIPT, timeout)
-    took = (time.perf_counter() - t0) * 1e3
-    if not res.ok:
-        return Listeners(host.name, error=f"Get-NetTCPConnection on {host.name}: {res.why()}", took_ms=took)
-    return listeners_from_json(host.name, res.stdout, took)
-
-
 def clients_script(port: int) -> str:
     return "\n".join([
         _NETTCP_ROWS.format(args=f"-LocalPort {int(port)} -State Established"),
@@ -172,17 +119,73 @@ def clients_script(port: int) -> str:
     ])
 
 
-async def clients_connected(host: Host, port: int, timeout: float) -> tuple[int | None, Evidence]:
-    t0 = time.perf_counter()
-    what = f"clients of {host.name}:{port}"
-    res = await _ps(host, clients_script(port), timeout)
-    took = (time.perf_counter() - t0) * 1e3
-    if not res.ok:
-        return None, Evidence(what, False, error=res.why(), took_ms=took)
-    try:
-        rows = _rows(res.stdout)
-    except ValueError as e:
-        return None, Evidence(what, False, error=f"unparseable reply ({e}): {res.stdout[:200]!r}", took_ms=took)
-    peers = ", ".join(f"{r.get('RemoteAddress')}:{r.get('RemotePort')}" for r in rows)
-    return len(rows), Evidence(what, True, detail=f"{len(rows)} established" + (f" ({peers})" if peers else ""),
-                               took_ms=took)
+class Windows(Platform):
+    """Every call is one PowerShell script through the host's `run_powershell` (ssh to Windows OpenSSH,
+    or WSL interop)."""
+
+    def __init__(self, host: Host, run_powershell: Callable[[str, float], Awaitable[Result]]) -> None:
+        super().__init__(host)
+        self._run_powershell = run_powershell
+
+    async def _ps(self, script: str, timeout: float) -> Result:
+        return await self._run_powershell(script, timeout)
+
+    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
+        t0 = time.perf_counter()
+        res = await self._ps(PROCESS_SCRIPT, timeout)
+        took = (time.perf_counter() - t0) * 1e3
+        if not res.ok:
+            return ProcTable(self.host.name, error=f"Win32_Process on {self.host.name}: {res.why()}", took_ms=took)
+        return table_from_json(self.host.name, res.stdout, took)
+
+    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float) -> SignalOutcome:
+        res = await self._ps(stop_script(pid, create_time), timeout)
+        if not res.ok:
+            return SignalOutcome("error", res.why())
+        line = next((ln for ln in reversed(res.stdout.strip().splitlines()) if ln.strip().startswith("{")), "")
+        try:
+            data = json.loads(line)
+            outcome = str(data["outcome"])
+        except (ValueError, KeyError, TypeError) as e:
+            return SignalOutcome("error", f"unparseable reply ({e}): {res.stdout[:200]!r}")
+        if outcome not in ("sent", "gone", "changed"):
+            return SignalOutcome("error", f"unexpected outcome {outcome!r}")
+        detail = f"pid {pid} now started at {data['create_ms'] / 1000:.3f}" if "create_ms" in data else \
+            str(data.get("detail", ""))
+        return SignalOutcome(outcome, detail)
+
+    async def listeners(self, timeout: float, interest: Iterable[int] = ()) -> Listeners:
+        t0 = time.perf_counter()
+        res = await self._ps(LISTEN_SCRIPT, timeout)
+        took = (time.perf_counter() - t0) * 1e3
+        if not res.ok:
+            return Listeners(self.host.name, error=f"Get-NetTCPConnection on {self.host.name}: {res.why()}", took_ms=took)
+        return listeners_from_json(self.host.name, res.stdout, took)
+
+    async def clients_connected(self, port: int, timeout: float) -> tuple[int | None, Evidence]:
+        t0 = time.perf_counter()
+        what = f"clients of {self.host.name}:{port}"
+        res = await self._ps(clients_script(port), timeout)
+        took = (time.perf_counter() - t0) * 1e3
+        if not res.ok:
+            return None, Evidence(what, False, error=res.why(), took_ms=took)
+        try:
+            rows = _rows(res.stdout)
+        except ValueError as e:
+            return None, Evidence(what, False, error=f"unparseable reply ({e}): {res.stdout[:200]!r}", took_ms=took)
+        peers = ", ".join(f"{r.get('RemoteAddress')}:{r.get('RemotePort')}" for r in rows)
+        return len(rows), Evidence(what, True, detail=f"{len(rows)} established" + (f" ({peers})" if peers else ""),
+                                   took_ms=took)
+
+    async def port_check(self, port: int, timeout: float) -> TcpCheck:
+        return await tcp_check(self.host.tcp_address, port, timeout)
+
+    # A Windows host holds the CARLA server; the evaluator's files live on Linux hosts.
+    async def stat_file(self, path: str, timeout: float) -> FileStat:
+        return FileStat(exists=False, error=f"reading files on the Windows host {self.host.name} is not supported")
+
+    async def read_text(self, path: str, timeout: float, limit: int) -> FileText:
+        return FileText(None, error=f"reading files on the Windows host {self.host.name} is not supported")
+
+    async def tail_lines(self, path: str, n: int, timeout: float, max_bytes: int) -> list[str] | None:
+        return None

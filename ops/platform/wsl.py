@@ -12,21 +12,23 @@ from dataclasses import replace
 
 from ops.model import HostConfig
 from ops.platform import powershell as ps
-from ops.platform.base import Host, Result
-from ops.platform.common import Detacher, SpawnError, check_argv, check_env
+from ops.platform.base import Host, Platform, Result
+from ops.platform.common import SpawnError, check_argv, check_env
 from ops.platform.local import LocalHost
+from ops.platform.windows import Windows
 
 # The script's own deadline comes this much after the client's, so the client reports the timeout.
 REMOTE_MARGIN_S = 0.5
 
 
-class WslInteropHost(Host, Detacher):
+class WslInteropHost(Host):
     def __init__(self, cfg: HostConfig, local: LocalHost | None = None) -> None:
         self.cfg = cfg
         self.name = cfg.name
         self.os = "windows"
         self.powershell = cfg.powershell
         self._local = local or LocalHost(name=f"{cfg.name}-interop")
+        self.platform: Platform = Windows(self, self.run_powershell)
 
     def __repr__(self) -> str:
         return f"WslInteropHost({self.name!r})"

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ops.config import load_config
+from ops.platform.linux_remote import LinuxRemote
 from ops.platform.local import LocalHost
 from ops.probes.prober import Prober
 from ops.rig import open_rig
@@ -136,6 +137,10 @@ class _NoProcTable(LocalHost):
     """A real host whose process-table command fails the way a broken remote does (exit 2, stderr)."""
 
     is_local = False
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.platform = LinuxRemote(self)
 
     async def script_path(self, name: str) -> str:
         return "/nonexistent/carla-console/proctable.py" if name == "proctable.py" else await super().script_path(name)

@@ -92,9 +92,9 @@ def test_stop_by_id_after_identity_check() -> None:
     assert script.index("CreationDate") < script.index("Stop-Process")   # the re-check comes first
     assert 7352 not in run(process_table(host, 5.0)).procs
     # Gone now; a recycled pid (another start time) is never stopped.
-    assert run(windows.stop_if_same(host, 7352, server.create_time, 5.0)).outcome == "gone"
+    assert run(host.platform.signal_if_same(7352, server.create_time, "SIGKILL", 5.0)).outcome == "gone"
     other = table.procs[7340]
-    changed = run(windows.stop_if_same(host, 7340, other.create_time + 5, 5.0))
+    changed = run(host.platform.signal_if_same(7340, other.create_time + 5, "SIGKILL", 5.0))
     assert changed.outcome == "changed" and 7340 in host.pids()
 
 
@@ -150,7 +150,7 @@ def test_spawn_detached_uses_wmi_and_the_launcher_child_is_found() -> None:
     host = fake()
     argv = ["C:\\CARLA_0.9.15\\WindowsNoEditor\\CarlaUE4.exe", "-RenderOffScreen", "-carla-rpc-port=2051",
             "-graphicsadapter=0"]
-    pid = run(windows.spawn_detached(host, argv))
+    pid = run(host.spawn_detached(argv))
     script = host.spawn_scripts[-1]
     assert "Win32_Process" in script and "Create" in script and "Start-Process" not in script
     table = run(process_table(host, 5.0))
