@@ -4,7 +4,8 @@ and NVML and the nvidia-smi path give the same rows.
 tests/data/nvsmi_vulkan/ holds what an H200 (driver 580.159.04) answered while real processes held memory
 (SOURCES.md): `h200_vulkan_cg` a wgpu program on Vulkan holding 6 GiB (nvidia-smi type C+G, in both NVML
 lists); `h200_gl_g_cuda_c` an OpenGL/EGL program holding 2 GiB (type G, in no --query-compute-apps) beside
-a CUDA one holding 1 GiB (type C). Each case has `nvidia-smi -q -x`, `--query-compute-apps`, `--query-gpu`
+a CUDA one holding 1 GiB (type C); `h200_vulkan_cg_gl_g` the Vulkan and the GL program at once (the
+tests/gpu run's own record). Each case has `nvidia-smi -q -x`, `--query-compute-apps`, `--query-gpu`
 and NVML's two process lists (raw bytes), so both read_vram paths run on them: NVML through a stand-in
 module replaying the recorded lists, nvidia-smi through a host replaying the recorded stdout.
 """
@@ -31,14 +32,32 @@ VULKAN_PID, GL_PID, CUDA_PID = 784, 573, 574
 
 
 def case(name: str) -> dict:
-    return {"xml": (DATA / f"{name}.q_x.xml").read_bytes(),
-            "apps": (DATA / f"{name}.compute_apps.csv").read_text(),
-            "gpu": (DATA / f"{name}.query_gpu.csv").read_text(),
-            "nvml": json.loads((DATA / f"{name}.nvml.json").read_text())}
+    c = {"xml": (DATA / f"{name}.q_x.xml").read_bytes(),
+         "apps": (DATA / f"{name}.compute_apps.csv").read_text(),
+         "gpu": (DATA / f"{name}.query_gpu.csv").read_text()}
+    raw = DATA / f"{name}.nvml.json"
+    c["nvml"] = json.loads(raw.read_text()) if raw.exists() else _from_mib(name, c["gpu"])
+    return c
+
+
+def _from_mib(name: str, query_gpu: str) -> dict:
+    """tests/gpu's own record (gpuutil.nvml_raw: MiB, floored; pid → MiB per list) in nvml.json's shape,
+    each value back in bytes as whole MiB (flooring it again gives the recorded MiB)."""
+    names = {g.index: g.name for g in parse_query_gpu(query_gpu)}
+    gpus = []
+    for g in json.loads((DATA / f"{name}.nvml_mib.json").read_text()):
+        gpus.append({"index": g["index"], "name": names[g["index"]],
+                     "v1": {k: v * MIB for k, v in g["v1"].items()}, "v2": {k: v * MIB for k, v in g["v2"].items()},
+                     **{kind: [{"pid": int(pid), "usedGpuMemory": None if mb is None else mb * MIB}
+                               for pid, mb in g[kind].items()] for kind in ("compute", "graphics")}})
+    return {"gpus": gpus}
 
 
 VK = case("h200_vulkan_cg")
 GL = case("h200_gl_g_cuda_c")
+BOTH = case("h200_vulkan_cg_gl_g")     # one moment, a C+G and a G process side by side (tests/gpu run)
+BOTH_VK, BOTH_GL = 675, 676
+CASES = ["h200_vulkan_cg", "h200_gl_g_cuda_c", "h200_vulkan_cg_gl_g"]
 
 
 def nvml_lists(c: dict, gpu: int = 0) -> tuple[list, list]:
@@ -58,6 +77,19 @@ def test_the_recordings_show_the_two_problems() -> None:
     assert b"<type>C+G</type>" in VK["xml"] and VK["apps"] == f"{VULKAN_PID}, 6358\n"
     assert b"<pid>573</pid>" in GL["xml"] and b"<type>G</type>" in GL["xml"]
     assert [a.pid for a in parse_compute_apps(GL["apps"])] == [CUDA_PID]     # the G process is missing
+    g = BOTH["nvml"]["gpus"][0]
+    assert {p["pid"] for p in g["compute"]} == {BOTH_VK} and {p["pid"] for p in g["graphics"]} == {BOTH_VK, BOTH_GL}
+    assert [a.pid for a in parse_compute_apps(BOTH["apps"])] == [BOTH_VK]
+
+
+def test_one_moment_with_a_c_plus_g_and_a_g_process() -> None:
+    """The recording with both at once: each once, typed, the same from NVML and from `-q -x`, and their
+    sum within what the GPU holds (a summed C+G process would be 6358 MiB too much)."""
+    rows = nvml_rows(0, *nvml_lists(BOTH))
+    assert rows == smi_rows(parse_query_xml(BOTH["xml"]))
+    assert [(p.pid, p.type, p.used_mb) for p in rows] == [(BOTH_VK, "C+G", 6358), (BOTH_GL, "G", 2055)]
+    (gpu,) = parse_query_gpu(BOTH["gpu"])
+    assert gpu.used_mb == 8449 and sum(per_pid(rows).values()) == 8413 <= gpu.used_mb
 
 
 # ------------------------------------------------------------------------------ the XML parser
@@ -117,14 +149,14 @@ def test_nvml_lists_of_a_vulkan_process_unite_into_one_row() -> None:
 
 
 def test_nvml_and_xml_give_the_same_rows() -> None:
-    for c in (VK, GL):
+    for c in (VK, GL, BOTH):
         assert nvml_rows(0, *nvml_lists(c)) == smi_rows(parse_query_xml(c["xml"]))
     assert per_pid(nvml_rows(0, *nvml_lists(GL))) == {GL_PID: 2055, CUDA_PID: 1634}
 
 
 def test_a_process_never_exceeds_what_its_gpu_holds() -> None:
     """The union can be checked against the GPU: a summed C+G process would exceed the GPU's used."""
-    for c in (VK, GL):
+    for c in (VK, GL, BOTH):
         (gpu,) = parse_query_gpu(c["gpu"])
         assert sum(v for v in per_pid(nvml_rows(0, *nvml_lists(c))).values()) <= gpu.used_mb
 
@@ -197,7 +229,7 @@ def _both(c: dict, monkeypatch) -> tuple[vram.VramReading, vram.VramReading, Rep
     return nv, smi, host
 
 
-@pytest.mark.parametrize("name", ["h200_vulkan_cg", "h200_gl_g_cuda_c"])
+@pytest.mark.parametrize("name", CASES)
 def test_read_vram_same_processes_from_both_paths(name, monkeypatch) -> None:
     c = case(name)
     nv, smi, host = _both(c, monkeypatch)
@@ -219,6 +251,9 @@ def test_read_vram_sees_the_graphics_only_process(monkeypatch) -> None:
     for r in (nv, smi):
         assert r.apps == {GL_PID: 2055, CUDA_PID: 1634}
         assert {p.pid: p.type for p in r.procs} == {GL_PID: "G", CUDA_PID: "C"}
+    nv, smi, _ = _both(BOTH, monkeypatch)
+    for r in (nv, smi):
+        assert r.apps == {BOTH_VK: 6358, BOTH_GL: 2055}
 
 
 def test_smi_path_xml_failure_is_unknown_per_process_with_the_error(monkeypatch) -> None:
