@@ -223,6 +223,8 @@ def parse_query_xml(text: str | bytes) -> SmiLog | ParseError:
         root = ET.fromstring(checked.replace("\x00", ""))
     except ET.ParseError as exc:
         return ParseError.of(WHAT_XML, f"not well-formed XML: {exc}", checked)
+    except ValueError as exc:   # a str with lone surrogates cannot reach expat (UnicodeEncodeError)
+        return ParseError.of(WHAT_XML, f"not encodable text: {exc}", checked)
     if root.tag != "nvidia_smi_log":
         return ParseError.of(WHAT_XML, f"root element is <{root.tag}>, not <nvidia_smi_log>", checked[:200])
     try:

@@ -125,6 +125,7 @@ def test_xml_of_an_idle_gpu_is_an_empty_list_not_unknown() -> None:
     (lambda x: x.replace(b"<nvidia_smi_log>", b"<log>").replace(b"</nvidia_smi_log>", b"</log>"), "root element"),
     (lambda x: x.replace(b'SYSTEM "nvsmi_device_v13.dtd">', b'[<!ENTITY a "b">]>'), "entity"),
     (lambda x: b"x" * 9_000_000, "too large"),
+    (lambda x: x.decode().replace("NVIDIA H200", "\udc80"), "not encodable"),   # a lone surrogate in a str
 ])
 def test_bad_xml_is_a_parse_error(mutate, reason) -> None:
     out = parse_query_xml(mutate(VK["xml"]))
