@@ -1,12 +1,15 @@
-"""The fake `nvidia-smi`: the --query-* CSV formats of the real one (driver 580, see tests/data), fed
-by the VRAM ledger (ledger.py).
+"""The fake `nvidia-smi`: the --query-* CSV and the `-q -x` XML of the real one (driver 580.159.04 on an
+H200, recorded in tests/data), fed by the VRAM ledger (ledger.py).
 
     nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv[,noheader][,nounits]
     nvidia-smi --query-compute-apps=pid[,process_name],used_memory --format=...
+    nvidia-smi -q -x          (also --query --xml-format; `-d` with `-x` is refused, as driver 580 does)
     nvidia-smi -L
 
-memory.used = the GPU's base_used_mb + the live ledger entries on it. No compute process: the
-compute-apps query prints nothing at all (rc 0) without a header, only the header with one.
+memory.used = the GPU's base_used_mb + the live ledger entries on it. Each entry has the process type the
+real tool shows (C, G, C+G; a rendering server is C+G, as a Vulkan process is): --query-compute-apps lists
+C and C+G only, `-q -x` every process with its type. No compute process: the compute-apps query prints
+nothing at all (rc 0) without a header, only the header with one. The text form of `-q` is not simulated.
 D/sim/nvidia-smi.mode: ok | na (memory fields `[N/A]`, as on WDDM) | fail (rc 9, the NVML driver
 message) | hang (never returns: a probe must time out and say UNKNOWN).
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +31,11 @@ DRIVER_FAIL = ("NVIDIA-SMI has failed because it couldn't communicate with the N
                "Make sure that the latest NVIDIA driver is installed and running.")
 RC_DRIVER_FAIL = 9
 RC_BAD_ARGS = 2
+# The real tool's words and exit status for `-q -x -d ...` (captured on driver 580.159.04), on stdout.
+XML_DISPLAY_REFUSED = ("Invalid combination of input arguments: --display/-d flags can not be combined with "
+                       "-x/--xml-format flags.")
+DRIVER_VERSION = "580.159.04"
+CUDA_VERSION = "13.0"
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,7 @@ APP_FIELDS: dict[str, Field] = {
 
 @dataclass(frozen=True)
 class Query:
-    kind: str                         # "gpu" | "apps" | "list"
+    kind: str                         # "gpu" | "apps" | "list" | "xml"
     fields: tuple[str, ...] = ()
     header: bool = True
     units: bool = True
@@ -71,9 +80,14 @@ class UsageError(Exception):
     pass
 
 
+class DisplayWithXml(UsageError):
+    """`-d` together with `-x`: the real tool refuses the combination with its own message."""
+
+
 def parse_args(argv: list[str]) -> Query:
     fields: tuple[str, ...] = ()
     kind, fmt, ids = None, None, None
+    query = xml = display = False
     it = iter(argv)
     for tok in it:
         key, eq, value = tok.partition("=")
@@ -87,8 +101,22 @@ def parse_args(argv: list[str]) -> Query:
             ids = tuple(int(x) for x in value.split(",") if x.strip().isdigit())
         elif tok in ("-L", "--list-gpus"):
             kind = "list"
+        elif tok in ("-q", "--query"):
+            query = True
+        elif tok in ("-x", "--xml-format"):
+            xml = True
+        elif key in ("-d", "--display"):
+            display = True
+            if not eq:
+                next(it, "")
         else:
             raise UsageError(tok)
+    if xml and display:
+        raise DisplayWithXml(XML_DISPLAY_REFUSED)
+    if query or xml or display:
+        if kind is not None or not (query and xml) or display:
+            raise UsageError("only `-q -x` of the -q forms is simulated")
+        return Query("xml", ids=ids)
     if kind is None:
         raise UsageError("no query")
     if kind == "list":
@@ -131,6 +159,11 @@ def render(q: Query, gpus: tuple[GpuSpec, ...], entries: list[LedgerEntry], na: 
         return "".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in gpus)
     wanted = {g.index for g in gpus}
     entries = [e for e in entries if e.gpu in wanted]
+    if q.kind == "xml":
+        return render_xml(gpus, [XmlProc(e.gpu, e.pid, e.type, e.mb, name_of(e.pid)) for e in entries], na)
+    if q.kind == "apps":
+        # Graphics-only processes have no compute context: the real query leaves them out.
+        entries = [e for e in entries if "C" in e.type.split("+")]
     table = GPU_FIELDS if q.kind == "gpu" else APP_FIELDS
     lines: list[str] = []
     if q.header:
@@ -155,6 +188,46 @@ def render(q: Query, gpus: tuple[GpuSpec, ...], entries: list[LedgerEntry], na: 
     return "".join(line + "\n" for line in lines)
 
 
+@dataclass(frozen=True)
+class XmlProc:
+    gpu: int
+    pid: int
+    type: str                 # C, G, C+G
+    mb: int | None            # None: N/A (as under WDDM)
+    name: str
+
+
+def render_xml(gpus: tuple[GpuSpec, ...], procs: list[XmlProc], na: bool, now: float | None = None) -> str:
+    """`nvidia-smi -q -x` as driver 580 writes it (tests/data/nvsmi_*.xml), cut down to the header and,
+    per GPU, what the console reads: product name, uuid, minor number, framebuffer memory, processes. The
+    real log has some hundred more elements per GPU; the element names, order, tabs and units are its own."""
+    from xml.sax.saxutils import escape
+    stamp = time.strftime("%a %b %e %H:%M:%S %Y", time.localtime(now))
+    out = ['<?xml version="1.0" ?>', '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">', "<nvidia_smi_log>",
+           f"\t<timestamp>{stamp}</timestamp>", f"\t<driver_version>{DRIVER_VERSION}</driver_version>",
+           f"\t<cuda_version>{CUDA_VERSION}</cuda_version>", f"\t<attached_gpus>{len(gpus)}</attached_gpus>"]
+
+    def mib(v: int | None) -> str:
+        return "N/A" if na or v is None else f"{v} MiB"
+    for g in gpus:
+        used = g.base_used_mb + sum(p.mb or 0 for p in procs if p.gpu == g.index)
+        out += [f'\t<gpu id="00000000:{g.index * 16 + 6:02X}:00.0">',
+                f"\t\t<product_name>{escape(g.name)}</product_name>", "\t\t<product_brand>NVIDIA</product_brand>",
+                f"\t\t<uuid>{escape(g.uuid)}</uuid>", f"\t\t<minor_number>{g.index}</minor_number>",
+                "\t\t<fb_memory_usage>", f"\t\t\t<total>{mib(g.total_mb)}</total>",
+                f"\t\t\t<reserved>{mib(0)}</reserved>", f"\t\t\t<used>{mib(used)}</used>",
+                f"\t\t\t<free>{mib(max(g.total_mb - used, 0))}</free>", "\t\t</fb_memory_usage>",
+                "\t\t<processes>"]
+        for p in (p for p in procs if p.gpu == g.index):
+            out += ["\t\t\t<process_info>", "\t\t\t\t<gpu_instance_id>N/A</gpu_instance_id>",
+                    "\t\t\t\t<compute_instance_id>N/A</compute_instance_id>", f"\t\t\t\t<pid>{p.pid}</pid>",
+                    f"\t\t\t\t<type>{p.type}</type>", f"\t\t\t\t<process_name>{escape(p.name)}</process_name>",
+                    f"\t\t\t\t<used_memory>{mib(p.mb)}</used_memory>", "\t\t\t</process_info>"]
+        out += ["\t\t</processes>", "\t\t<accounted_processes>", "\t\t</accounted_processes>", "\t</gpu>"]
+    out += ["", "</nvidia_smi_log>"]
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str], sim_dir: str | os.PathLike[str]) -> int:
     layout = SimLayout.of(sim_dir)
     try:
@@ -173,7 +246,7 @@ def main(argv: list[str], sim_dir: str | os.PathLike[str]) -> int:
         q = parse_args(argv)
     except UsageError as exc:
         msg = str(exc)
-        if msg.startswith("Field "):
+        if isinstance(exc, DisplayWithXml) or msg.startswith("Field "):
             print(msg)
         else:
             print("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.")

@@ -209,7 +209,8 @@ def main(argv: list[str], sim_dir: str | os.PathLike[str]) -> int:
         ct = psutil.Process(me).create_time()
 
         def allocate() -> None:
-            write_entry(layout, me, ct, int(spec.gpu or 0), spec.mb, rpc_port=opts.rpc_port, adapter=opts.adapter)
+            write_entry(layout, me, ct, int(spec.gpu or 0), spec.mb, rpc_port=opts.rpc_port, adapter=opts.adapter,
+                        type=spec.proc_type)
 
         timer = threading.Timer(spec.delay_s, allocate)
         timer.daemon = True

@@ -18,6 +18,10 @@ RENDER = "render"   # uses VRAM on its GPU a moment after start, listens
 IDLE = "idle"       # listens, uses no VRAM (e.g. the Microsoft Basic Render Driver)
 CRASH = "crash"     # dies ~1 s after start, before listening (the 0x18 crash of a bad adapter)
 BEHAVIOURS = (RENDER, IDLE, CRASH)
+# How nvidia-smi types a process: C compute, G graphics, C+G both. A UE4 server renders through Vulkan,
+# and a Vulkan process is C+G (a wgpu/Vulkan process on an H200, measured: issue 22); an OpenGL one is G.
+PROC_TYPES = ("C", "G", "C+G")
+VULKAN = "C+G"
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class AdapterSpec:
     gpu: int | None = None          # render: the GPU whose VRAM rises
     mb: int = 6000                  # render: how much
     delay_s: float = 0.5            # render: "a short moment after start"; crash: time to the crash
+    proc_type: str = VULKAN         # render: the process type nvidia-smi shows (C, G, C+G)
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ def default_gpus() -> dict[str, Any]:
         "gpus": [{"index": 0, "name": "NVIDIA H200", "total_mb": 143771, "base_used_mb": 0,
                   "uuid": "GPU-5a1f0c3e-8d2b-4c7a-9e61-0b3d2f4a7c19"}],
         "adapters": {
-            "0": {"behaviour": RENDER, "gpu": 0, "mb": 6000, "delay_s": 0.5},
+            "0": {"behaviour": RENDER, "gpu": 0, "mb": 6000, "delay_s": 0.5, "type": VULKAN},
             "1": {"behaviour": IDLE},
             "2": {"behaviour": CRASH, "delay_s": 1.0},
             "3": {"behaviour": IDLE},
@@ -72,7 +77,12 @@ def load_model(layout: SimLayout) -> GpuModel:
         behaviour = str(a["behaviour"])
         if behaviour not in BEHAVIOURS:
             raise ValueError(f"{layout.gpus_json}: adapter {key}: unknown behaviour {behaviour!r}")
+        proc_type = str(a.get("type", VULKAN))
+        if proc_type not in PROC_TYPES:
+            raise ValueError(f"{layout.gpus_json}: adapter {key}: unknown process type {proc_type!r} "
+                             f"(one of {', '.join(PROC_TYPES)})")
         adapters[int(key)] = AdapterSpec(behaviour=behaviour, gpu=a.get("gpu"), mb=int(a.get("mb", 6000)),
+                                         proc_type=proc_type,
                                          delay_s=float(a.get("delay_s", 1.0 if behaviour == CRASH else 0.5)))
     return GpuModel(gpus=gpus, adapters=adapters)
 
@@ -84,6 +94,7 @@ class LedgerEntry:
     gpu: int
     mb: int
     path: Path
+    type: str = VULKAN
 
 
 def write_entry(layout: SimLayout, pid: int, create_time: float, gpu: int, mb: int, **extra: Any) -> Path:
@@ -109,7 +120,8 @@ def live_entries(layout: SimLayout, *, clean: bool = True) -> list[LedgerEntry]:
         pid = int(d.get("pid") or path.stem)
         ct = d.get("create_time")
         if alive(pid, float(ct) if ct is not None else None):
-            out.append(LedgerEntry(pid=pid, create_time=ct, gpu=int(d["gpu"]), mb=int(d["mb"]), path=path))
+            out.append(LedgerEntry(pid=pid, create_time=ct, gpu=int(d["gpu"]), mb=int(d["mb"]), path=path,
+                                   type=str(d.get("type", VULKAN))))
         elif clean:
             try:
                 os.unlink(path)

@@ -20,18 +20,28 @@ from ops.platform import powershell as ps
 from ops.platform.base import Host, Result
 from ops.platform.common import SpawnError, check_argv
 from ops.platform.windows import Windows
+from sim.fake_nvsmi import XmlProc, render_xml
+from sim.ledger import GpuSpec
 
 DEFAULT_NETSH = ("Protocol tcp Port Exclusion Ranges\r\n\r\nStart Port    End Port      \r\n"
                  "----------    --------      \r\n        80          80      \r\n"
                  "      5986        5986      \r\n\r\n* - Administered port exclusions.\r\n\r\n")
-DEFAULT_GPUS = "0, NVIDIA GeForce RTX 4090, 1024, 24564\r\n1, Microsoft Basic Render Driver, [N/A], [N/A]\r\n"
+# nvidia-smi lists NVIDIA GPUs only; the second one's memory is unreadable ([N/A], as under some WDDM setups).
+DEFAULT_GPUS = "0, NVIDIA GeForce RTX 4090, 1024, 24564\r\n1, NVIDIA RTX A2000, [N/A], [N/A]\r\n"
+DEFAULT_XML_GPUS = (GpuSpec(0, "NVIDIA GeForce RTX 4090", 24564, 1024, "GPU-4090"),
+                    GpuSpec(1, "NVIDIA RTX A2000", 6138, 0, "GPU-a2000"))
+
+
+def nvsmi_xml(procs: Sequence[XmlProc] = (), gpus: tuple[GpuSpec, ...] = DEFAULT_XML_GPUS) -> str:
+    """`nvidia-smi.exe -q -x` as the fake answers it: the sim's renderer, CRLF like every Windows output."""
+    return render_xml(gpus, list(procs), na=False).replace("\n", "\r\n")
 
 
 class FakeWindowsHost(Host):
     is_local = False
 
     def __init__(self, name: str = "win", *, processes_json: str, flavor: str = "ps51",
-                 netsh_text: str = DEFAULT_NETSH, nvsmi_gpus: str = DEFAULT_GPUS, nvsmi_apps: str = "",
+                 netsh_text: str = DEFAULT_NETSH, nvsmi_gpus: str = DEFAULT_GPUS, nvsmi_apps: str = "", nvsmi_xml_text: str | None = None,
                  listen_json: str = "[]", established: Mapping[int, str] | None = None) -> None:
         if flavor not in ("ps51", "ps7"):
             raise ValueError("flavor is ps51 or ps7")
@@ -45,6 +55,7 @@ class FakeWindowsHost(Host):
         self.netsh_text = netsh_text
         self.nvsmi_gpus = nvsmi_gpus
         self.nvsmi_apps = nvsmi_apps
+        self.nvsmi_xml = nvsmi_xml() if nvsmi_xml_text is None else nvsmi_xml_text
         self.listen_json = listen_json
         self.established = dict(established or {})
         self.scripts: list[str] = []                     # run_powershell scripts, in order
@@ -72,6 +83,8 @@ class FakeWindowsHost(Host):
                 return Result(args, 0, stdout=self.nvsmi_gpus)
             if any(a.startswith("--query-compute-apps=") for a in args):
                 return Result(args, 0, stdout=self.nvsmi_apps)
+            if set(args[1:]) == {"-q", "-x"}:
+                return Result(args, 0, stdout=self.nvsmi_xml)
         return Result(args, 1, stderr=f"'{args[0]}' is not recognized as an internal or external command")
 
     async def run_powershell(self, script: str, timeout: float) -> Result:

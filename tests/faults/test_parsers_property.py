@@ -27,6 +27,7 @@ from ops.parse import (
     GpuReading,
     ParseError,
     RoutesFile,
+    SmiLog,
     WinProc,
     completed_records,
     driving_score,
@@ -35,6 +36,7 @@ from ops.parse import (
     parse_compute_apps,
     parse_excluded_ranges,
     parse_query_gpu,
+    parse_query_xml,
     parse_routes,
     parse_win_processes,
     record_penalty,
@@ -52,6 +54,8 @@ from ops.parse import winproc as winproc_mod
 DATA = Path(__file__).resolve().parent.parent / "data"
 NETSH = [(DATA / f"netsh_otel_pr10839_{x}.txt").read_text(encoding="utf-8") for x in "ab"]
 NVSMI = (DATA / "nvidia_smi_sample_h200.txt").read_text(encoding="utf-8")
+NVSMI_XML = [(DATA / "nvsmi_vulkan" / f"{x}.q_x.xml").read_text(encoding="utf-8")
+             for x in ("h200_vulkan_cg_gl_g", "h200_gl_g_cuda_c", "h200_idle")]
 CHECKPOINT = (DATA / "b2d_checkpoint_tfpp_0.json").read_text(encoding="utf-8")
 CHECKPOINT_DATA = json.loads(CHECKPOINT)
 ROUTES10 = (DATA / "drivetransformer_bench2drive_dev10.xml").read_text(encoding="utf-8")
@@ -81,6 +85,7 @@ PARSERS: dict[str, tuple[Callable[[object], object], Callable[[object], bool]]] 
     "netsh": (parse_excluded_ranges, lambda v: isinstance(v, ExclusionTable)),
     "gpu": (parse_query_gpu, _ok_tuple(GpuReading)),
     "apps": (parse_compute_apps, _ok_tuple(AppReading)),
+    "xml": (parse_query_xml, lambda v: isinstance(v, SmiLog)),
     "checkpoint": (parse_checkpoint, lambda v: isinstance(v, Checkpoint)),
     "routes": (parse_routes, lambda v: isinstance(v, RoutesFile)),
     "winproc": (parse_win_processes, _ok_tuple(WinProc)),
@@ -115,6 +120,10 @@ def _check_invariants(name: str, value: object) -> None:
         wall_game_ratio(value), resume_index(value), [record_penalty(r) for r in value.records]
     elif name == "gpu":
         assert all(g.used_mb is None or g.used_mb >= 0 for g in value)  # type: ignore[attr-defined]
+    elif name == "xml":
+        assert isinstance(value, SmiLog) and value.gpus
+        assert all(p.pid >= 0 and (p.used_mb is None or p.used_mb >= 0)
+                   for g in value.gpus for p in g.processes or ())
 
 
 # ---- strategies -----------------------------------------------------------------------------------
@@ -171,7 +180,7 @@ def test_random_input_never_raises(name: str, data: str | bytes) -> None:
     check(name, data)
 
 
-SAMPLES = {"netsh": NETSH, "gpu": [NVSMI], "apps": [NVSMI], "checkpoint": [CHECKPOINT],
+SAMPLES = {"netsh": NETSH, "gpu": [NVSMI], "apps": [NVSMI], "xml": NVSMI_XML, "checkpoint": [CHECKPOINT],
            "routes": [ROUTES10], "winproc": WINPROC}
 
 
@@ -194,7 +203,8 @@ def test_any_sample_fed_to_any_parser(name: str, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("name, limit", [("netsh", netsh_mod.MAX_CHARS), ("gpu", nvsmi_mod.MAX_CHARS),
-                                         ("apps", nvsmi_mod.MAX_CHARS), ("checkpoint", checkpoint_mod.MAX_CHARS),
+                                         ("apps", nvsmi_mod.MAX_CHARS), ("xml", nvsmi_mod.MAX_XML_CHARS),
+                                         ("checkpoint", checkpoint_mod.MAX_CHARS),
                                          ("routes", routes_mod.MAX_CHARS), ("winproc", winproc_mod.MAX_CHARS)])
 @pytest.mark.parametrize("as_bytes", [False, True])
 def test_oversized_is_refused_fast(name: str, limit: int, as_bytes: bool) -> None:

@@ -6,6 +6,7 @@ asyncssh (ops.rig imports every host kind) and skips without it.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -52,6 +53,11 @@ def driver_error() -> str | None:
 
 
 NO_DRIVER = driver_error()
+# The Vulkan stand-in needs the wgpu package (its Vulkan backend, the Vulkan loader and the driver's ICD:
+# README's GPU section says how they were carried); without it only the Vulkan tests skip.
+NO_VULKAN = None if importlib.util.find_spec("wgpu") else "wgpu is not importable (carry its wheel: README, GPU)"
+NO_GL = None if importlib.util.find_spec("moderngl") else "moderngl is not importable (carry its wheel: README, GPU)"
+HOLD = HERE / "gpu_hold.py"
 # Every module of tests/gpu sets `pytestmark = GPU_MARKS`.
 GPU_MARKS = [pytest.mark.gpu, pytest.mark.skipif(NO_DRIVER is not None, reason=str(NO_DRIVER))]
 
@@ -70,7 +76,8 @@ def record(name: str, key: str, value) -> None:
 
 
 def nvml_raw() -> list[dict]:
-    """NVML's memory structs as they are, v1 and v2 side by side, plus the compute processes (MiB, floored).
+    """NVML's memory structs as they are, v1 and v2 side by side, plus the compute and the graphics
+    processes, each list as NVML gives it (MiB, floored): a Vulkan process is in both.
 
     v1 `used` counts the driver's reserved memory, v2 `used` does not (nvidia-smi's memory.used is the v2
     one): keeping both lets one run say which one ops/probes/vram.py must read.
@@ -91,6 +98,8 @@ def nvml_raw() -> list[dict]:
                 g["v2"] = {"error": f"{type(e).__name__}: {e}"}
             g["compute"] = {int(p.pid): (None if p.usedGpuMemory is None else p.usedGpuMemory // MIB)
                             for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)}
+            g["graphics"] = {int(p.pid): (None if p.usedGpuMemory is None else p.usedGpuMemory // MIB)
+                             for p in pynvml.nvmlDeviceGetGraphicsRunningProcesses(h)}
             out.append(g)
         return out
     finally:
@@ -112,12 +121,21 @@ def compute_pids() -> dict[int, int | None]:
     return {pid: mb for g in nvml_raw() for pid, mb in g["compute"].items()}
 
 
+def gpu_pids() -> dict[int, int | None]:
+    """Every process on a GPU, compute or graphics, once (a C+G one is in both lists with the same bytes)."""
+    out: dict[int, int | None] = {}
+    for g in nvml_raw():
+        for listing in (g["compute"], g["graphics"]):
+            out.update(listing)
+    return out
+
+
 def wait_gpu_released(pids: set[int], timeout: float = 20.0) -> bool:
-    """Until none of these pids is a compute process any more (the driver frees a dead process's memory
-    asynchronously: a baseline read too early would still count it)."""
+    """Until none of these pids holds GPU memory any more, as compute or graphics process (the driver frees
+    a dead process's memory asynchronously: a baseline read too early would still count it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not pids & set(compute_pids()):
+        if not pids & set(gpu_pids()):
             return True
         time.sleep(0.2)
     return False
@@ -215,11 +233,11 @@ class StandIn:
         return outcome
 
 
-def start_standin(d: Path, port: int, adapter: int, plan: str) -> StandIn:
+def start_standin(d: Path, port: int, adapter: int, plan: str, api: str = "cuda") -> StandIn:
     d.mkdir(parents=True, exist_ok=True)
     ready, log = d / f"ready-{port}-{adapter}.json", d / f"standin-{port}-{adapter}.log"
-    argv = [sys.executable, str(STANDIN), "--plan", plan, "--state-dir", str(d / "standins"), "--ready-file",
-            str(ready), f"-carla-rpc-port={port}", f"-graphicsadapter={adapter}"]
+    argv = [sys.executable, str(STANDIN), "--plan", plan, "--api", api, "--state-dir", str(d / "standins"),
+            "--ready-file", str(ready), f"-carla-rpc-port={port}", f"-graphicsadapter={adapter}"]
     with open(log, "wb") as f:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=str(REPO))
@@ -237,7 +255,7 @@ def standin_states(d: Path) -> list[dict]:
 # ------------------------------------------------------------------------------------------ the rig
 
 def write_rig(d: Path, port: int, plan: str, candidates: list[int], start_wait_s: float = 25.0,
-              min_delta_mb: int = 4096) -> Path:
+              min_delta_mb: int = 4096, api: str = "cuda") -> Path:
     """A one-side rig on this machine: local host read through NVML, the stand-in as the server command,
     an evaluator that is never started (its side reads DEAD)."""
     d.mkdir(parents=True, exist_ok=True)
@@ -246,7 +264,8 @@ def write_rig(d: Path, port: int, plan: str, candidates: list[int], start_wait_s
         "hosts": {HOST: {"type": "local", "os": "linux", "vram_source": "nvml"}},
         "sides": {SIDE: {
             "server": {"host": HOST,
-                       "command": [sys.executable, str(STANDIN), "--plan", plan, "--state-dir", str(d / "standins")],
+                       "command": [sys.executable, str(STANDIN), "--plan", plan, "--api", api,
+                                   "--state-dir", str(d / "standins")],
                        "rpc_port": port, "adapter_candidates": candidates, "vram_min_delta_mb": min_delta_mb,
                        "start_wait_s": start_wait_s, "probe_timeout_s": 5.0},
             "evaluator": {"host": HOST, "conda_env": "gpu-check", "cwd": str(d), "script": "evaluator_absent.py",
@@ -265,3 +284,28 @@ class GpuLive:
     config: RigConfig
     hosts: dict[str, Host]
     prober: Prober
+
+
+def start_holder(d: Path, api: str, gib: float) -> StandIn:
+    """tests/gpu/gpu_hold.py holding `gib` GiB through `api` (vulkan: C+G, gl: G, cuda: C)."""
+    d.mkdir(parents=True, exist_ok=True)
+    ready, log = d / f"hold-{api}.json", d / f"hold-{api}.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([sys.executable, str(HOLD), "--api", api, "--gib", str(gib), "--ready-file", str(ready)],
+                                stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=str(REPO))
+    try:
+        ct = psutil.Process(proc.pid).create_time()
+    except psutil.NoSuchProcess:
+        ct = None
+    return StandIn(proc, ct, ready, log)
+
+
+def smi_text(*args: str) -> dict:
+    """One nvidia-smi call's raw stdout, for the record (and for tests/data recordings)."""
+    argv = ["nvidia-smi", *args]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"argv": argv, "error": f"{type(e).__name__}: {e}"}
+    return {"argv": argv, "rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr[-500:]}

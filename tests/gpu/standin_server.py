@@ -5,11 +5,13 @@ on a real GPU the console must see real memory move, through the real NVML and t
 stand-in does that, and nothing else a CARLA server does (no RPC protocol: the carla client is not on the
 GPU machine, so a server probe of it says UNKNOWN, never ALIVE).
 
-    python3 standin_server.py [--plan SPEC] [--state-dir DIR] [--ready-file PATH] [--device cuda:0]
-                              -carla-rpc-port=N -graphicsadapter=K [other UE4-style flags, ignored]
+    python3 standin_server.py [--plan SPEC] [--api cuda|vulkan|gl] [--state-dir DIR] [--ready-file PATH]
+                              [--device cuda:0] -carla-rpc-port=N -graphicsadapter=K [other UE4-style flags]
 
---plan maps each adapter index to what the "server" does on it: `K=GIB` allocates GIB GiB on --device with
-torch (0: never touches CUDA at all, like a server that fell back to a software renderer) and listens on
+--api says through what the memory is taken (tests/gpu/gpu_hold.py): cuda (torch on --device, a C process),
+vulkan (wgpu on its Vulkan backend, a C+G process: what a CARLA server is), gl (OpenGL/EGL, a G process).
+--plan maps each adapter index to what the "server" does on it: `K=GIB` allocates GIB GiB through --api
+(0: never touches the GPU at all, like a server that fell back to a software renderer) and listens on
 127.0.0.1:N; `K=exit` exits 1 after 0.3 s, before listening (a crash at start). An adapter absent from the
 plan exits 1 too. Default plan: `0=6,1=0,2=exit`.
 
@@ -68,6 +70,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--state-dir")
     ap.add_argument("--ready-file")
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--api", choices=("cuda", "vulkan", "gl"), default="cuda")
     opts = ap.parse_args([t for t in argv if t not in rest])
     port_s, adapter_s = ue4_flag(rest, "carla-rpc-port"), ue4_flag(rest, "graphicsadapter")
     if port_s is None or adapter_s is None:
@@ -94,8 +97,14 @@ def main(argv: list[str]) -> int:
     held = None
     gib = float(what)
     info: dict = {"pid": os.getpid(), "adapter": adapter, "port": port, "asked_mib": int(gib * 1024),
-                  "device": None, "device_name": None, "torch": None}
-    if gib > 0:
+                  "api": opts.api, "device": None, "device_name": None, "torch": None}
+    if gib > 0 and opts.api != "cuda":
+        import gpu_hold  # beside this file; only here: the "software renderer" adapter loads no GPU API
+        held, got = gpu_hold.HOLDERS[opts.api](gib)
+        info.update(device=got.get("backend"), device_name=got.get("device_name"),
+                    **{k: v for k, v in got.items() if k not in ("backend", "device_name")})
+        log(f"holding {gib:g} GiB through {opts.api} ({info['device_name']})")
+    elif gib > 0:
         # NVML numbers GPUs in PCI order; make CUDA's cuda:0 the same GPU (it is CUDA's "fastest first" otherwise).
         os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         import torch  # only here: a "software renderer" adapter must not create a CUDA context at all

@@ -1,7 +1,7 @@
 """Markdown tables from the figures of one GPU run: `python3 tests/gpu/summary.py DIR` (DIR = $OUT there).
 
-Reads DIR/diag.json, vram.json, adapter.json, status.json and the last line of pytest.log; whatever is
-missing is said so, never filled in.
+Reads DIR/diag.json, vram.json, vulkan.json, adapter.json, status.json and the last line of pytest.log;
+whatever is missing is said so, never filled in.
 """
 from __future__ import annotations
 
@@ -50,13 +50,60 @@ def vram_section(v: dict | None) -> list[str]:
             f"{dl.get('nvidia_smi', {}).get('0')} MiB; the child (pid {child.get('pid')}, {child.get('ready', {}).get('asked_mib')} "
             f"MiB asked, ready in {child.get('ready', {}).get('ready_s')} s) holds NVML {dl.get('child_nvml_mb')} MiB / "
             f"nvidia-smi {dl.get('child_smi_mb')} MiB in the per-process list",
-            f"- read cost: NVML {v['after']['nvml']['took_ms']} ms, nvidia-smi (2 calls) "
+            f"- read cost: NVML {v['after']['nvml']['took_ms']} ms, nvidia-smi (`--query-gpu` + `-q -x`) "
             f"{v['after']['nvidia_smi']['took_ms']} ms (after phase)" if v.get("after") else "", ""]
     return out
 
 
+def _procs(r: dict) -> str:
+    return ", ".join(f"{p['pid']} {p['type']} {p['used_mb']} MiB" for p in r.get("procs") or []) or "none"
+
+
+def vulkan_section(v: dict | None) -> list[str]:
+    out = ["## 2. A Vulkan process (C+G) and an OpenGL process (G): per-process VRAM through both paths (issue 22)", ""]
+    if not v:
+        return out + ["(no vulkan.json: the Vulkan test did not run: wgpu/moderngl not importable, or no driver)", ""]
+    h = v.get("holders", {})
+    vk, gl = h.get("vulkan") or {}, h.get("gl") or {}
+    out += [f"- holders: Vulkan pid {vk.get('pid')} ({vk.get('backend')} on {vk.get('device_name')}, "
+            f"{vk.get('adapter_type')}, wgpu {vk.get('wgpu')}; {vk.get('asked_mib')} MiB asked, ready in "
+            f"{vk.get('ready_s')} s); GL pid {gl.get('pid')} ({gl.get('backend')}, {gl.get('device_name')}, "
+            f"{gl.get('gl_version')}; {gl.get('asked_mib')} MiB asked, ready in {gl.get('ready_s')} s)", "",
+            "| phase | path | GPU used / total MiB | processes (pid type MiB) | read cost ms |",
+            "| --- | --- | --- | --- | --- |"]
+    for phase in ("before", "during", "after"):
+        p = v.get(phase) or {}
+        for key, label in (("nvml", "NVML"), ("nvidia_smi", "nvidia-smi (`--query-gpu` + `-q -x`)")):
+            r = p.get(key)
+            if not r:
+                out.append(f"| {phase} | {label} | (missing) | | |")
+                continue
+            g = (r.get("gpus") or [{}])[0]
+            out.append(f"| {phase} | {label} | {g.get('used_mb')} / {g.get('total_mb')} | {_procs(r)} | {r.get('took_ms')} |")
+    raw = v.get("raw") or {}
+    nv = (raw.get("nvml") or [{}])[0]
+    out += ["", f"- raw NVML lists during: compute {nv.get('compute')}, graphics {nv.get('graphics')} (MiB): the "
+            "Vulkan process is in both, the GL one in graphics only; the old code summed the lists",
+            f"- raw `--query-compute-apps` during: `{(raw.get('compute_apps') or {}).get('stdout', '?').strip()}` "
+            "(the G process is not there; `-q -x` lists it)"]
+    for key, title in (("adapter_accept", "adapter polling, candidates [1, 0] (1 takes nothing, 0 = Vulkan 6 GiB)"),
+                       ("adapter_reject", "adapter polling, candidate [0] = Vulkan 512 MiB")):
+        run = v.get(key)
+        out += ["", f"### {title}", ""]
+        if not run:
+            out += ["(missing)"]
+            continue
+        out += ["| candidate | verdict | baseline MiB | after MiB | delta MiB | detail |", "| --- | --- | --- | --- | --- | --- |"]
+        for t in run["report"]["tries"]:
+            out.append(f"| {t['adapter']} | {t['verdict']} | {t['baseline_mb']} | {t['after_mb']} | {t['delta_mb']} | "
+                       f"{t['detail']} |")
+        if run.get("status_vram"):
+            out += ["", f"- the side's status vram block after acceptance: `{json.dumps(run['status_vram'])}`"]
+    return out + [""]
+
+
 def adapter_section(a: dict | None) -> list[str]:
-    out = ["## 2. Adapter polling with the GPU stand-in (vram_source nvml, vram_min_delta_mb 4096)", ""]
+    out = ["## 3. Adapter polling with the CUDA stand-in (vram_source nvml, vram_min_delta_mb 4096)", ""]
     if not a:
         return out + ["(no adapter.json)", ""]
     for key, title in (("good", "candidates [2, 1, 0]: 2 exits 1, 1 allocates nothing, 0 allocates 6 GiB"),
@@ -79,7 +126,7 @@ def adapter_section(a: dict | None) -> list[str]:
 
 
 def status_section(s: dict | None) -> list[str]:
-    out = ["## 3. `status --json` with the stand-in running (6 GiB)", ""]
+    out = ["## 4. `status --json` with the CUDA stand-in running (6 GiB)", ""]
     if not s:
         return out + ["(no status.json)", ""]
     for key, title in (("cli", "`python3 -m console -c rig.yaml status --json`"), ("prober", "in-process Prober")):
@@ -117,6 +164,7 @@ def main(d: Path) -> int:
         tail = "(no pytest.log)"
     lines += [f"- pytest: `{tail.strip('= ')}`", ""]
     lines += vram_section(_load(d, "vram.json"))
+    lines += vulkan_section(_load(d, "vulkan.json"))
     lines += adapter_section(_load(d, "adapter.json"))
     lines += status_section(_load(d, "status.json"))
     print("\n".join(lines))
