@@ -49,3 +49,11 @@ def check(records: Iterable[RouteRecord], floor: float | None) -> FakeSuccess:
         if floor is not None and ratio is not None and ratio < floor:
             below.append(rec.route_id)
     return FakeSuccess(floor=floor, ratio=walls / games if games > 0 else None, routes_below=tuple(below))
+
+
+def event_fields(side: str, fake: FakeSuccess) -> dict[str, str]:
+    """The fields of the notification for a flagged side, in the shape of ops/notify.py's NotifyEvent(kind,
+    side, title, body). HOOK: until ops/notify.py is on main nothing sends it; the owner of the Notifier
+    passes `lambda side, fake: notifier.send(NotifyEvent(**event_fields(side, fake)))` as
+    LiveResultsCache(on_fake_success=...)."""
+    return {"kind": EVENT_KIND, "side": side, "title": f"{side}: fake success?", "body": fake.message}

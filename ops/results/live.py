@@ -6,7 +6,9 @@ if its size or mtime moved. A checkpoint caught half-written keeps the last answ
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ops.model import SideConfig
 from ops.parse.checkpoint import Checkpoint, is_success
@@ -14,7 +16,7 @@ from ops.parse.errors import ParseError
 from ops.parse.routes import MAX_CHARS as ROUTES_MAX
 from ops.platform.base import Host
 from ops.platform.files import read_text, stat_file
-from ops.results.eta import Eta, estimate
+from ops.results.eta import Eta, estimate, rig_eta
 from ops.results.fake_success import FakeSuccess, check
 from ops.results.routes_xml import RoutesTable, parse_routes_table
 
@@ -27,6 +29,7 @@ class LiveResults:
     sr_so_far: float | None
     fake: FakeSuccess
     routes_error: str | None = None
+    routes: RoutesTable | None = None    # the side's routes file, for the results screen (not in JSON)
 
     def to_json(self) -> dict:
         eta = self.eta
@@ -48,13 +51,18 @@ def summarise(routes: RoutesTable | None, cp: Checkpoint | None, floor: float | 
         eta=estimate(routes.routes, records) if routes is not None else None, recorded=len(records),
         ds_so_far=sum(ds) / len(ds) if ds else None,
         sr_so_far=sum(is_success(r) for r in records) / len(records) if records else None,
-        fake=check(records, floor), routes_error=routes_error)
+        fake=check(records, floor), routes_error=routes_error, routes=routes)
 
 
 class LiveResultsCache:
-    def __init__(self) -> None:
+    def __init__(self, on_fake_success: Callable[[str, FakeSuccess], None] | None = None) -> None:
         self._routes: dict[str, tuple[tuple[float | None, int | None], RoutesTable]] = {}
         self._last: dict[str, tuple[object, LiveResults]] = {}
+        # Called once when a side becomes flagged (not on every poll while it stays flagged): the hook a
+        # notifier plugs into (see fake_success.event_fields). A failing hook never fails a poll.
+        self.on_fake_success = on_fake_success
+        self._flagged: set[str] = set()
+        self.hook_error: str | None = None    # the last failure of on_fake_success, kept as evidence
 
     async def get(self, host: Host, side: SideConfig, cp: Checkpoint | None, cp_missing: bool,
                   timeout: float) -> LiveResults | None:
@@ -68,7 +76,21 @@ class LiveResultsCache:
         routes, err = await self._routes_table(host, side, timeout)
         value = summarise(routes, cp, side_floor(side), err)
         self._last[side.name] = (key, value)
+        self._alarm(side.name, value.fake)
         return value
+
+    def _alarm(self, side: str, fake: FakeSuccess) -> None:
+        if not fake.flagged:
+            self._flagged.discard(side)
+            return
+        if side in self._flagged:
+            return
+        self._flagged.add(side)
+        if self.on_fake_success is not None:
+            try:
+                self.on_fake_success(side, fake)
+            except Exception as e:  # noqa: BLE001 - a notifier's failure must not stop the side's poll
+                self.hook_error = f"on_fake_success({side}): {type(e).__name__}: {e}"
 
     async def _routes_table(self, host: Host, side: SideConfig, timeout: float) -> tuple[RoutesTable | None, str | None]:
         path = side.evaluator.path(side.evaluator.routes)
@@ -92,3 +114,37 @@ class LiveResultsCache:
 def side_floor(side: SideConfig) -> float | None:
     """The side's `expect_wall_game_min` (config), None when not set."""
     return side.expect_wall_game_min
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def pane_line(live: LiveResults) -> str:
+    """One line for a side's pane and status: DS/SR so far and the ETA with what it rests on."""
+    parts = []
+    if live.ds_so_far is not None and live.sr_so_far is not None:
+        parts.append(f"DS {live.ds_so_far:.1f} SR {100 * live.sr_so_far:.0f}% so far ({live.recorded})")
+    eta = live.eta
+    if eta is None:
+        parts.append("ETA ? (routes file unreadable)")
+    elif eta.routes_left == 0:
+        parts.append("ETA done")
+    elif eta.eta_s is not None:
+        basis = f"on {eta.rests_on} routes" if eta.rests_on else "prior only"
+        if eta.prior_towns and eta.rests_on:
+            basis += f", prior for {len(eta.prior_towns)} towns"
+        parts.append(f"ETA {hours(eta.eta_s)} ({basis})")
+    if live.fake.flagged:
+        parts.append(f"FAKE? w/g {live.fake.ratio:.1f}x < {live.fake.floor:g}x")
+    return " · ".join(parts)
+
+
+def rig_eta_json(snaps: Mapping[str, Any]) -> dict:
+    """The rig's ETA from its sides' snapshots (objects with a `results` LiveResults or None)."""
+    etas = [s.results.eta if s.results is not None else None for s in snaps.values()]
+    if not etas or any(e is None for e in etas):
+        return {"eta_s": None, "routes_left": None, "rests_on": None}
+    rig = rig_eta([e for e in etas if e is not None])
+    return {"eta_s": None if rig.eta_s is None else round(rig.eta_s, 1), "routes_left": rig.routes_left,
+            "rests_on": rig.rests_on}

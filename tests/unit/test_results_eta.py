@@ -1,6 +1,8 @@
 """ETA stratified by town, the prior for unseen towns, and the live summary of a side."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from ops.parse.checkpoint import RouteRecord
@@ -65,3 +67,49 @@ def test_live_summary_so_far_and_fake_success():
 def _cp(records):
     from ops.parse.checkpoint import Checkpoint
     return Checkpoint(progress=(len(records), 6), records=tuple(records), entry_status="Started")
+
+
+def test_fake_success_hook_fires_once_per_transition(tmp_path):
+    asyncio.run(_hook_case(tmp_path))
+
+
+async def _hook_case(tmp_path) -> None:
+    import json
+    from pathlib import Path
+
+    from ops.config import parse_config
+    from ops.parse.checkpoint import parse_checkpoint
+    from ops.platform.local import LocalHost
+    from ops.results.fake_success import event_fields
+    from ops.results.live import LiveResultsCache
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    (tmp_path / "r.xml").write_bytes((data / "bench2drive220.xml").read_bytes())
+    rig = parse_config(f"""\
+version: 1
+hosts:
+  here: {{type: local, os: linux}}
+sides:
+  a:
+    server: {{host: here, command: [CarlaUE4.sh], rpc_port: 2000}}
+    evaluator: {{host: here, conda_env: env, cwd: {tmp_path}, script: e.py, routes: r.xml, checkpoint: c.json,
+                log: l.log}}
+    expect_wall_game_min: 8
+""", "rig.yaml")
+    raw = (data / "b2d_checkpoint_tfpp_0.json").read_text()
+    fired: list[dict] = []
+    cache = LiveResultsCache(on_fake_success=lambda side, fake: fired.append(event_fields(side, fake)))
+    host = LocalHost("here", "linux")
+    side = rig.sides["a"]
+    first = await cache.get(host, side, parse_checkpoint(raw), False, 5.0)
+    again = await cache.get(host, side, parse_checkpoint(raw), False, 5.0)   # a new route, still flagged
+    assert first is not None and first.fake.flagged and again is not None and again.fake.flagged
+    assert first.eta is not None and first.eta.routes_left == 192
+    assert len(fired) == 1 and fired[0]["kind"] == "fake_success" and fired[0]["side"] == "a"
+    assert "below this model's floor 8x" in fired[0]["body"]
+    slow = json.loads(raw)
+    for rec in slow["_checkpoint"]["records"]:
+        rec["meta"]["duration_system"] = rec["meta"]["duration_game"] * 20
+    assert not (await cache.get(host, side, parse_checkpoint(json.dumps(slow)), False, 5.0)).fake.flagged
+    await cache.get(host, side, parse_checkpoint(raw), False, 5.0)
+    assert len(fired) == 2
