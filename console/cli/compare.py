@@ -16,6 +16,7 @@ from ops.results import report_html
 from ops.results.load import load_files, read_rig
 from ops.results.merge import Source, route_key
 from ops.results.paired import Comparison, compare
+from ops.results.textplot import delta_plot
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -62,9 +63,12 @@ def to_json(cmp: Comparison, a: str, b: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     a, errs_a = load_run(args.run_a)
     b, errs_b = load_run(args.run_b)
-    if errs_a or errs_b or not a or not b:
+    problems = [*errs_a, *errs_b]
+    problems += [f"{spec}: no checkpoint in it" for spec, src, errs in ((args.run_a, a, errs_a), (args.run_b, b, errs_b))
+                 if not src and not errs]
+    if problems:
         print("carla-console compare: cannot read the runs:", file=sys.stderr)
-        for e in errs_a + errs_b + [f"{s}: no checkpoint" for s, src in ((args.run_a, a), (args.run_b, b)) if not src]:
+        for e in problems:
             print(f"  {e}", file=sys.stderr)
         return EXIT_USAGE
     cmp = compare(records_by_route(a), records_by_route(b))
@@ -78,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"n {cmp.n}   mean ΔDS (B-A) {_f(cmp.mean_delta, '+.2f')}   σ_d {_f(cmp.sd_delta)}   "
           f"MDE {_f(cmp.mde)}   → {cmp.verdict}")
+    if cmp.routes:
+        plot = delta_plot(cmp, half_height=4)
+        print(f"per-route ΔDS, routes in id order (full bar = {plot.scale:.0f}; dots: ±MDE; F: flip)")
+        print("\n".join(plot.lines))
+        print("".join("F" if k == "flip" else " " for k in plot.kinds).rstrip())
     if cmp.flips:
         print(f"flips ({len(cmp.flips)}):")
         for p in cmp.flips:

@@ -63,9 +63,10 @@ def _looks_like_checkpoint(path: str) -> bool:
     if isinstance(data, str):
         return True  # let read_checkpoint report the error with the file named
     try:
-        return isinstance(json.loads(data), dict) and "_checkpoint" in json.loads(data)
-    except ValueError:
+        parsed = json.loads(data)
+    except (ValueError, RecursionError):
         return True  # half-written or broken: an error to report, not a file to skip silently
+    return isinstance(parsed, dict) and "_checkpoint" in parsed
 
 
 def expand(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:

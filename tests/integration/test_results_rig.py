@@ -75,3 +75,16 @@ def test_rig_results_one_side_and_a_missing_checkpoint(tmp_path):
     assert out["recorded"] == 0 and len(out["missing"]) == 220 and out["errors"] == []
     res = _cli("-c", str(cfg), "results", "--side", "zz")
     assert res.returncode == 2 and "zz" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_compare_a_rig_with_a_checkpoint_file(tmp_path):
+    cfg = _rig(tmp_path)
+    data = json.loads(CKPT.read_text())
+    for rd in data["_checkpoint"]["records"][:4]:
+        rd["scores"]["score_composed"] = max(0.0, rd["scores"]["score_composed"] - 40.0)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    res = _cli("compare", str(cfg), str(other), "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["n"] == 28 and abs(out["mean_delta"] - (-160.0 / 28)) < 1e-6

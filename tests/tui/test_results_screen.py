@@ -9,6 +9,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Input, Static
 
+from console.tui.screens.compare import CompareScreen
 from console.tui.screens.results import ResultsScreen
 from ops.parse.checkpoint import parse_checkpoint
 from ops.probes.evaluator import CheckpointReading
@@ -76,6 +77,17 @@ async def test_results_screen_sort_filter_scope() -> None:
         assert screen.scope == "rig"
         text = str(screen.query_one("#results-summary", Static).render())
         assert "duplicates 2" in text and "recorded 28/220" in text
+
+        await pilot.press("c")                      # paired ΔDS, side A against side B
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, CompareScreen)
+        plot = str(app.screen.query_one("#compare-plot", Static).render()).splitlines()
+        assert len(plot) == 11 and set(plot[5]) == {"─"} and len(plot[5]) == 2   # two shared routes
+        summary = str(app.screen.query_one("#compare-summary", Static).render())
+        assert "n 2" in summary and "too few" not in summary
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, ResultsScreen)
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert not isinstance(app.screen, ResultsScreen)

@@ -185,3 +185,13 @@ def test_bad_inputs_are_all_named_without_a_traceback(tmp_path, capsys):
 def test_checkpoint_needs_routes(capsys):
     assert main(["results", "--checkpoint", str(CKPT)]) == 2
     assert "--routes" in capsys.readouterr().err
+
+
+def test_a_folder_skips_what_is_not_a_checkpoint(tmp_path, capsys):
+    (tmp_path / "part0.json").write_text(CKPT.read_text())
+    (tmp_path / "merged.json").write_text(json.dumps({"_checkpoint": {"records": []}, "driving score": 1}))
+    (tmp_path / "part0_ability.json").write_text(json.dumps({"Overtaking": 0.5}))
+    rc, out = run_json(capsys, "--checkpoint", str(tmp_path), "--routes", str(ROUTES))
+    assert out["sources"] == [str(tmp_path / "part0.json")] and out["recorded"] == 28
+    assert sorted(s.split(":")[0] for s in out["skipped"]) == sorted(
+        [str(tmp_path / "merged.json"), str(tmp_path / "part0_ability.json")])

@@ -2,7 +2,8 @@
 
 Built from the snapshots the app already holds (each side's checkpoint and routes file as last polled):
 opening it reads nothing and blocks nothing. Sort with `s` (next column) and `o` (reverse), filter by
-typing words in the box (`/` focuses it), switch between the rig and each side with `n`.
+typing words in the box (`/` focuses it), switch between the rig and each side with `n`; `c` compares this
+side with the next one (paired per-route ΔDS, console/tui/screens/compare.py).
 """
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
+from ops.parse.checkpoint import RouteRecord
 from ops.probes.prober import SideSnapshot
 from ops.results.abilities import ability_mean
 from ops.results.eta import rig_eta
 from ops.results.live import hours
-from ops.results.merge import Merged, Source, merge
+from ops.results.merge import Merged, Source, merge, route_key
+from ops.results.paired import compare
 from ops.results.routes_xml import union
 from ops.results.table import COLUMNS, Row, filter_rows, rows_of, sort_rows
 
@@ -73,6 +76,16 @@ def summary(snaps: Mapping[str, SideSnapshot], scope: str, m: Merged | None) -> 
     return t
 
 
+def records_of(snap: SideSnapshot) -> dict[str, RouteRecord]:
+    """A side's finished records by routes-file id (the first of a duplicate, as in results)."""
+    out: dict[str, RouteRecord] = {}
+    cp = snap.evaluator.checkpoint.checkpoint
+    for rec in cp.records if cp is not None else ():
+        if rec.finished:
+            out.setdefault(route_key(rec.route_id), rec)
+    return out
+
+
 class ResultsScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "close", "Close"),
@@ -80,6 +93,7 @@ class ResultsScreen(ModalScreen[None]):
         Binding("o", "reverse", "Reverse"),
         Binding("n", "scope", "Rig/side"),
         Binding("slash", "find", "Filter", key_display="/"),
+        Binding("c", "compare", "Compare sides"),
     ]
     DEFAULT_CSS = """
     ResultsScreen { align: center middle; }
@@ -139,6 +153,17 @@ class ResultsScreen(ModalScreen[None]):
     def action_scope(self) -> None:
         self.scope = self.scopes[(self.scopes.index(self.scope) + 1) % len(self.scopes)]
         self.load()
+
+    def action_compare(self) -> None:
+        """Paired ΔDS of this side against the next side (on the rig: the first two sides)."""
+        from console.tui.screens.compare import CompareScreen
+        sides = list(self.snaps)
+        if len(sides) < 2:
+            self.notify("compare needs two sides", severity="warning")
+            return
+        a = self.scope if self.scope in sides else sides[0]
+        b = sides[(sides.index(a) + 1) % len(sides)]
+        self.app.push_screen(CompareScreen(compare(records_of(self.snaps[a]), records_of(self.snaps[b])), a, b))
 
     def action_find(self) -> None:
         self.query_one(Input).focus()
