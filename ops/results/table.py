@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from ops.results.merge import Merged, RouteRow
 from ops.results.render import penalty_infractions
 
-COLUMNS: tuple[str, ...] = ("id", "town", "scenario type", "status", "DS", "penalty", "infractions", "wall/game",
-                            "attempts")
+# Short headers: the nine columns fit a 120-column terminal (the full names are in the help and the CSV).
+COLUMNS: tuple[str, ...] = ("id", "town", "scenario type", "status", "DS", "pen", "inf", "w/g", "att")
+TYPE_CHARS = 30   # the longest Bench2Drive type is 40 characters; the rest of it stays searchable
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,10 @@ def row_of(r: RouteRow, attempts: int | None = None) -> Row:
     infractions = penalty_infractions(r) if rec is not None else None
     values = (r.route.route_id, r.route.town, r.route.scenario_type, status, ds, penalty, infractions, r.wall_game,
               attempts)
-    cells = (r.route.route_id, r.route.town, r.route.scenario_type or "-", status, _cell(ds, ".1f"),
+    scenario = r.route.scenario_type or "-"
+    if len(scenario) > TYPE_CHARS:
+        scenario = scenario[:TYPE_CHARS - 1] + "…"
+    cells = (r.route.route_id, r.route.town, scenario, status, _cell(ds, ".1f"),
              _cell(penalty, ".2f"), _cell(infractions), _cell(r.wall_game, ".1f") + ("x" if r.wall_game else ""),
              _cell(attempts))
     return Row(values=values, cells=cells)
@@ -67,4 +71,8 @@ def filter_rows(rows: Sequence[Row], text: str) -> list[Row]:
     words = text.lower().split()
     if not words:
         return list(rows)
-    return [r for r in rows if all(any(w in c.lower() for c in r.cells) for w in words)]
+
+    def haystack(r: Row) -> str:
+        # Cells and the full values (a shortened scenario type stays findable by its whole name).
+        return "\n".join((*r.cells, *(str(v) for v in r.values if v is not None))).lower()
+    return [r for r in rows if all(w in haystack(r) for w in words)]

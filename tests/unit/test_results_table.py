@@ -24,3 +24,16 @@ def test_filter_every_word_somewhere():
     assert [r.route_id for r in filter_rows(ROWS, "town12 failed")] == ["100"]
     assert [r.route_id for r in filter_rows(ROWS, "  ")] == ["10", "9", "100", "2"]
     assert filter_rows(ROWS, "nothing-like-this") == []
+
+
+def test_a_long_scenario_type_is_shortened_but_still_found():
+    from ops.parse.checkpoint import RouteRecord
+    from ops.results.merge import RouteRow
+    from ops.results.routes_xml import RouteInfo
+    from ops.results.table import row_of
+    info = RouteInfo("7", "Town12", "VanillaSignalizedTurnEncounterGreenLight", 100.0, 0, 0)
+    rec = RouteRecord(index=0, route_id="RouteScenario_7_rep0", status="Completed", score_composed=90.0,
+                      score_route=100.0, score_penalty=0.9)
+    r = row_of(RouteRow(info, rec, "side:A"))
+    assert len(r.cells[2]) == 30 and r.cells[2].endswith("…")
+    assert filter_rows([r], "greenlight") == [r]

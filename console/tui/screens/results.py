@@ -61,7 +61,9 @@ def summary(snaps: Mapping[str, SideSnapshot], scope: str, m: Merged | None) -> 
     etas = [s.results.eta for n in names if (s := snaps.get(n)) is not None and s.results and s.results.eta]
     if etas and len(etas) == len(names):
         eta = rig_eta(etas)
-        if eta.eta_s is not None:
+        if eta.routes_left == 0:
+            t.append("  ETA done")
+        elif eta.eta_s is not None:
             t.append(f"  ETA {hours(eta.eta_s)} (on {eta.rests_on} routes)")
     t.append("\n")
     t.append("  ".join(f"{n} {'-' if s.value is None else f'{100 * s.value:.0f}%'}{'≥' if s.lower_bound else ''}"
