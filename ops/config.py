@@ -164,7 +164,7 @@ _SERVER_KEYS = {"host": True, "command": True, "rpc_port": True, "adapter": Fals
                 "managed_by_evaluator": False, "auto_start": False}
 _EVAL_KEYS = {"host": True, "conda_env": True, "cwd": True, "script": True, "routes": True, "checkpoint": True,
               "log": True, "tm_port": False, "args": False, "env": False, "max_attempts": False, "python": False}
-_SIDE_KEYS = {"server": True, "evaluator": True, "heartbeat": False}
+_SIDE_KEYS = {"server": True, "evaluator": True, "heartbeat": False, "expect_wall_game_min": False}
 _TOP_KEYS = {"version": True, "name": False, "state_dir": False, "conda": False, "poll_s": False,
              "hosts": True, "sides": True}
 
@@ -329,9 +329,14 @@ def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig
             stall = r.scalar(hm["stall_s"], f"{key}.heartbeat.stall_s", float, check=_positive)
             if stall is not None:
                 heartbeat = HeartbeatConfig(stall_s=stall)
+    # The fake-success floor: this side's model cannot run faster than this wall/game ratio (results, status).
+    floor = None
+    if "expect_wall_game_min" in m:
+        floor = r.scalar(m["expect_wall_game_min"], f"{key}.expect_wall_game_min", float, check=_positive)
     if server is None or evaluator is None:
         return None
-    return SideConfig(name=name, server=server, evaluator=evaluator, heartbeat=heartbeat)
+    return SideConfig(name=name, server=server, evaluator=evaluator, heartbeat=heartbeat,
+                      expect_wall_game_min=floor)
 
 
 def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str, SideConfig],

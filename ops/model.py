@@ -72,6 +72,7 @@ class SideConfig:
     server: ServerConfig
     evaluator: EvaluatorConfig
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    expect_wall_game_min: float | None = None   # fake-success floor of this side's model; None: no alarm
 
     @property
     def planned_ports(self) -> tuple[int, int, int, int]:

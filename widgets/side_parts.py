@@ -14,6 +14,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from ops.probes.prober import SideSnapshot
+from ops.results.live import hours
 from ops.tristate import State
 from widgets.plain_lines import PlainLines
 from widgets.repaint import repaint
@@ -248,9 +249,10 @@ class RouteProgress(SidePart):
     label = "routes"
 
     def inputs(self, s: SideSnapshot) -> tuple:
-        return (s.evaluator.checkpoint,)
+        return (s.evaluator.checkpoint, s.results)
 
     def line(self, s: SideSnapshot) -> Text:
+        extra = _results_text(s)
         cp = s.evaluator.checkpoint
         prog = cp.progress
         if prog is not None:
@@ -260,9 +262,27 @@ class RouteProgress(SidePart):
         else:
             frac = 0.0 if cp.missing else None
             text = " no checkpoint yet" if cp.missing else " ?/? UNKNOWN"
-        t = _head("routes") + Text(f"[{bar(frac, self.bar_width(9 + len(text)))}]")
+        t = _head("routes") + Text(f"[{bar(frac, self.bar_width(9 + len(text) + len(extra)))}]")
         t.append(text)
-        return t
+        return t + extra
+
+
+def _results_text(s: SideSnapshot) -> Text:
+    """SR so far, the ETA by town (and how many done routes it rests on), the fake-success flag."""
+    live = s.results
+    if live is None:
+        return Text("")
+    t = Text()
+    if live.sr_so_far is not None:
+        t.append(f"  SR {100 * live.sr_so_far:.0f}%")
+    eta = live.eta
+    if eta is not None and eta.routes_left == 0:
+        t.append("  ETA done")
+    elif eta is not None and eta.eta_s is not None:
+        t.append(f"  ETA {hours(eta.eta_s)} ({eta.rests_on})" if eta.rests_on else f"  ETA ~{hours(eta.eta_s)}")
+    if live.fake.flagged:
+        t.append(f"  FAKE? {live.fake.ratio:.1f}x<{live.fake.floor:g}x", style="bold red")
+    return t
 
 
 class LogTail(PlainLines, SidePart):

@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("harness", help="(internal) the detached supervisor of one side's run")
     p.add_argument("side")
 
+    from console.cli import compare, results, split
+    for planning in (results, compare, split):
+        planning.add_parser(sub)
+
     sim = sub.add_parser("sim", help="the simulated rig")
     ssub = sim.add_subparsers(dest="sim_command", required=True)
     p = ssub.add_parser("up")
@@ -85,6 +89,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd is None:
         from console.tui import backend
         return backend.run(args)
+    if cmd == "results":
+        from console.cli import results
+        return results.run(args, lambda: _load(args))
+    if cmd in ("compare", "split"):
+        import importlib
+        return importlib.import_module(f"console.cli.{cmd}").run(args)
     if cmd == "check-config":
         rig = _load(args)
         for w in rig.warnings:

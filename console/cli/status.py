@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from console.cli.exits import EXIT_OK, print_json
 from ops.model import RigConfig
+from ops.results import live as results_lines
 from ops.rig import open_rig
 
 
 async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
     async with open_rig(rig) as live:
         snaps = await live.prober.all(rpc=rpc)
+    rig_eta = results_lines.rig_eta_json(snaps)
     if as_json:
-        print_json({"rig": rig.name, "sides": {n: s.to_json() for n, s in snaps.items()}})
+        print_json({"rig": rig.name, "sides": {n: s.to_json() for n, s in snaps.items()}, "eta": rig_eta})
         return EXIT_OK
     rows = [("SIDE", "SERVER", "PID", "ADAPTER", "PORTS", "VRAM", "HEARTBEAT", "EVALUATOR", "PROGRESS", "DS", "IDLE")]
     for name, s in snaps.items():
@@ -30,6 +32,13 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for name, s in snaps.items():
+        if s.results is not None:
+            print(f"{name}: {results_lines.pane_line(s.results)}")
+            if s.results.fake.flagged:
+                print(f"{name}: FAKE SUCCESS? {s.results.fake.message}")
+    if rig_eta["eta_s"] is not None:
+        print(f"rig: ETA {results_lines.hours(rig_eta['eta_s'])} (slowest side; rests on {rig_eta['rests_on']} routes)")
     for name, s in snaps.items():
         if s.server.verdict.state.value == "UNKNOWN":
             print(f"{name}: server UNKNOWN — {s.server.verdict.summary}")

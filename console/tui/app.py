@@ -377,6 +377,11 @@ class ConsoleApp(App[int]):
         if self.get_screen("help") not in self.screen_stack:   # from the palette while it is open
             self.push_screen("help")
 
+    def show_results(self, side: str) -> None:
+        """`d`: the per-route results of the selected side (n switches to the rig), from the last snapshots."""
+        from console.tui.screens.results import ResultsScreen
+        self.push_screen(ResultsScreen(self.snaps, scope=side))
+
     @work(group="ports", exclusive=True, exit_on_error=False)
     async def scan_ports(self) -> None:
         self.notify("scanning ports…", timeout=2)

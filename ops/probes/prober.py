@@ -22,6 +22,7 @@ from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluato
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
 from ops.probes.server import ServerProbe, probe_server
 from ops.probes.vram import Gpu, VramReading, read_vram
+from ops.results.live import LiveResults, LiveResultsCache
 from ops.tristate import Evidence, State, Verdict
 
 
@@ -37,6 +38,7 @@ class SideSnapshot:
     at: float = field(default_factory=time.time)
     took_ms: float = 0.0
     adapter_record: dict | None = None   # the last adapter polling accepted (state_dir/sides/SIDE/adapter.json)
+    results: LiveResults | None = None   # ETA by town, DS/SR so far, fake-success (ops/results/live.py)
 
     @property
     def idle(self) -> bool:
@@ -69,6 +71,7 @@ class SideSnapshot:
         s, e, hb = self.server, self.evaluator, self.heartbeat
         gpu = self.gpu_of_server()
         harness = e.harness
+        live = self.results.to_json() if self.results else None
         return {
             "server": {"state": s.verdict.state.value, "summary": s.verdict.summary,
                        "evidence": [ev.line() for ev in s.verdict.evidence], "pid": s.pid,
@@ -91,6 +94,9 @@ class SideSnapshot:
                           "last_status": e.last_status,
                           "harness": harness.status if harness else None},
             "idle": self.idle,
+            "eta_s": live["eta_s"] if live else None,
+            "eta_routes": live["eta_routes"] if live else None,   # done routes the ETA rests on
+            "results": live,
         }
 
 
@@ -125,6 +131,7 @@ class Prober:
         self.vram_every_s = vram_every_s
         self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
         self.checkpoints = CheckpointCache()
+        self.live_results = LiveResultsCache()
         self._last_rpc: dict[str, tuple[float, ServerProbe]] = {}
         self._last_vram: dict[str, tuple[float, VramReading]] = {}
         self._vram_reads: dict[str, asyncio.Task[VramReading]] = {}   # host -> the read under way
@@ -197,8 +204,10 @@ class Prober:
         if tail:
             got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
             lines = tuple(got or ())
+        # Recomputed only when the checkpoint changed (once a route): no I/O on an ordinary poll.
+        results = await self.live_results.get(ev_host, side, ev.checkpoint.checkpoint, ev.checkpoint.missing, timeout)
         snap = SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
-                            adapter_record=self._adapter_record(name, server))
+                            adapter_record=self._adapter_record(name, server), results=results)
         self._remember(snap)
         return snap
 

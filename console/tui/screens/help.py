@@ -18,6 +18,7 @@ KEYS = [
     ("l", "launch the side's harness (resume rule, checkpoint backup)", True),
     ("r", "guided recovery of a hung side (wizard)", True),
     ("x", "reclaim: stop an IDLE side's server", True),
+    ("d", "results: per-route table of the side (n: the rig), DS/SR, abilities, ETA", False),
     ("ctrl+p", "command palette", False),
     ("?", "this help", False),
     ("q", "quit (runs keep going: the harness is detached)", False),

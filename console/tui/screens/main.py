@@ -25,6 +25,7 @@ SAFE_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("p", "ports", "Ports"),
     Binding("question_mark", "help", "Help", key_display="?"),
     Binding("q", "app.quit", "Quit"),
+    Binding("d", "results", "Results", show=False),
     Binding("tab", "select(1)", "Side", show=False),
     Binding("shift+tab", "select(-1)", show=False),
     Binding("down,right", "select(1)", show=False),
@@ -96,6 +97,9 @@ class MainScreen(StillLines, Screen):
 
     def action_ports(self) -> None:
         self.app.scan_ports()  # type: ignore[attr-defined]
+
+    def action_results(self) -> None:
+        self.app.show_results(self.selected)  # type: ignore[attr-defined]
 
     def action_help(self) -> None:
         self.app.show_help()  # type: ignore[attr-defined]
