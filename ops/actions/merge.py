@@ -50,8 +50,8 @@ def merge_records(main: dict | None, sub: dict, ids: Sequence[str]) -> MergeResu
                    if isinstance(r, dict) and r.get("status") not in (None, STARTED)]
     merged: list[str] = []
     pending: list[str] = []
-    for rec in sorted(sub_records, key=lambda r: pos.get(r.get("route_id"), math.inf)):
-        cid = rec.get("route_id")
+    for rec in sorted(sub_records, key=lambda r: pos.get(str(r.get("route_id")), math.inf)):
+        cid = str(rec.get("route_id"))
         p = pos.get(cid)
         if p is None:
             continue                     # not a route of this side's file: never placed
@@ -98,18 +98,20 @@ def _global(records: list[dict]) -> dict:
     n = max(len(records), 1)
     keys = ("score_composed", "score_route", "score_penalty")
     mean = {k: round(sum(float((r.get("scores") or {}).get(k) or 0) for r in records) / n, 6) for k in keys}
-    meta = {"total_length": 0.0, "duration_game": 0.0, "duration_system": 0.0, "exceptions": []}
+    totals = {"total_length": 0.0, "duration_game": 0.0, "duration_system": 0.0}
+    exceptions: list[list] = []
     status = "Perfect"
     for r in records:
         m = r.get("meta") or {}
         for k, mk in (("total_length", "route_length"), ("duration_game", "duration_game"),
                       ("duration_system", "duration_system")):
-            meta[k] += float(m.get(mk) or 0)
+            totals[k] += float(m.get(mk) or 0)
         st = str(r.get("status"))
         if st.startswith("Failed"):
-            meta["exceptions"].append([r.get("route_id"), r.get("index"), st])
+            exceptions.append([r.get("route_id"), r.get("index"), st])
             status = "Failed"
         elif status == "Perfect" and st != "Perfect":
             status = st
-    return {"index": -1, "route_id": -1, "status": status, "scores_mean": mean, "meta": meta,
+    return {"index": -1, "route_id": -1, "status": status, "scores_mean": mean,
+            "meta": {**totals, "exceptions": exceptions},
             "note": "merged by carla-console from a subset run; infraction rates: see `carla-console results`"}

@@ -99,21 +99,24 @@ def plan_runs(cp: Checkpoint | None, ids: Sequence[str], *, retired: Collection[
             if rec is not None:
                 overwrites.append(cid)
     real = real_runs(cp if records else None, ids)
-    base = dict(real_runs=real, retried=tuple(retried), lost=tuple(lost), retired=tuple(skipped))
+
+    def plan(mode: Mode, why: str, refused: str | None = None) -> RunPlan:
+        return RunPlan(mode, tuple(runs), tuple(overwrites), why, refused, real, tuple(retried), tuple(lost),
+                       tuple(skipped))
+
     if not runs:
         why = (f"nothing to run: all {len(ids)} routes have a final record"
                + (f" ({len(skipped)} retired)" if skipped else "")
                + (f"; {len(lost)} lost to agent set-up failures after {setup_retries} more tries: {', '.join(lost)}"
                   if lost else ""))
-        return RunPlan("nothing", (), (), why, refused=why, **base)
+        return plan("nothing", why, refused=why)
     n_done = len(ids) - len(runs) - len(skipped)
     if not records and not skipped:
-        return RunPlan("fresh", tuple(runs), (), f"no route recorded yet: all {len(runs)} routes, no --resume",
-                       **base)
+        return plan("fresh", f"no route recorded yet: all {len(runs)} routes, no --resume")
     if tuple(runs) == real and records:
         why = (f"{n_done} of {len(ids)} routes final; --resume True runs the remaining {len(runs)} "
                f"from {runs[0]}" + (f" (replacing {len(overwrites)} record(s))" if overwrites else ""))
-        return RunPlan("resume", tuple(runs), tuple(overwrites), why, **base)
+        return plan("resume", why)
     extra = sorted(set(real) - set(runs), key=list(ids).index)
     why = (f"{n_done} of {len(ids)} routes final; running only the {len(runs)} that need it "
            f"(a routes subset into its own checkpoint, merged back)")
@@ -123,4 +126,4 @@ def plan_runs(cp: Checkpoint | None, ids: Sequence[str], *, retired: Collection[
         why += f"; {len(retried)} agent set-up failure(s) get another try"
     if skipped:
         why += f"; {len(skipped)} retired route(s) skipped"
-    return RunPlan("subset", tuple(runs), tuple(overwrites), why, **base)
+    return plan("subset", why)
