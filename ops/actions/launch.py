@@ -35,6 +35,7 @@ from ops.platform.procs import ProcTable
 from ops.probes.harness_state import HarnessState, read_state, side_dir
 from ops.probes.ports import scan_ports
 from ops.probes.prober import SideSnapshot
+from ops.probes.server import server_address
 from ops.tristate import State
 
 CONDA_LIST_TIMEOUT_S = 60.0   # a cold `conda env list` on a big install takes seconds
@@ -54,11 +55,13 @@ class Check:
 
 
 def evaluator_args(side: SideConfig, resume: bool, *, routes: str | None = None,
-                   checkpoint: str | None = None) -> list[str]:
+                   checkpoint: str | None = None, host: str | None = None) -> list[str]:
     """The evaluator's own arguments: the ports and files the console owns, then the config's args.
-    routes / checkpoint: a subset run's own files (ops/actions/runplan.py) instead of the side's."""
+    routes / checkpoint: a subset run's own files (ops/actions/runplan.py) instead of the side's.
+    host: the server's address as the evaluator's host reaches it (probes/server.server_address)."""
     ev = side.evaluator
-    args = ["--port", str(side.server.rpc_port), "--traffic-manager-port", str(ev.tm_port),
+    args = ["--host", host] if host else []
+    args += ["--port", str(side.server.rpc_port), "--traffic-manager-port", str(ev.tm_port),
             "--checkpoint", checkpoint or ev.path(ev.checkpoint), "--routes", routes or ev.path(ev.routes)]
     if resume:
         args += list(rr.RESUME_FLAG)   # never "--resume False": type=bool makes that True
@@ -68,10 +71,11 @@ def evaluator_args(side: SideConfig, resume: bool, *, routes: str | None = None,
 
 
 def evaluator_argv(rig: RigConfig, side: SideConfig, resume: bool, *, routes: str | None = None,
-                   checkpoint: str | None = None) -> list[str]:
-    """`conda run -n ENV --no-capture-output --cwd DIR python SCRIPT --port N ...`"""
+                   checkpoint: str | None = None, host: str | None = None) -> list[str]:
+    """`conda run -n ENV --no-capture-output --cwd DIR python SCRIPT --host H --port N ...`"""
     ev = side.evaluator
-    return python_argv(rig, ev, ev.script, evaluator_args(side, resume, routes=routes, checkpoint=checkpoint))
+    return python_argv(rig, ev, ev.script, evaluator_args(side, resume, routes=routes, checkpoint=checkpoint,
+                                                          host=host))
 
 
 def evaluator_env(side: SideConfig) -> dict[str, str]:
@@ -331,8 +335,9 @@ async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None,
     failing = [c for c in checks if c.status != "ok"]
     refused = "; ".join(c.detail for c in failing) or None
     subset = subset_run(rig, side) if rp.mode == "subset" else None
-    argv = (evaluator_argv(rig, sc, False, routes=subset.routes, checkpoint=subset.checkpoint) if subset
-            else evaluator_argv(rig, sc, decision.resume and rp.mode == "resume"))
+    address = server_address(live.hosts, sc)
+    argv = (evaluator_argv(rig, sc, False, routes=subset.routes, checkpoint=subset.checkpoint, host=address)
+            if subset else evaluator_argv(rig, sc, decision.resume and rp.mode == "resume", host=address))
     backup = rr.planned_backup(rig, sc, cp.data is not None)
     evidence = (f"evaluator argv: {' '.join(argv)}", f"cwd: {sc.evaluator.cwd}",
                 f"resume: {decision.reason}", f"runs ({rp.mode}): {rp.reason}",

@@ -222,3 +222,15 @@ def test_dry_run_says_runs_and_overwrites_and_a_subset_run_merges_back(tmp_path:
         assert [r["index"] for r in recs] == list(range(len(recs)))
         log = (d / "state" / "sides" / "B" / "harness.log").read_text()
         assert "runs: " + " ".join(out["runs"]) in log and "overwrites: " + " ".join(out["overwrites"]) in log
+
+
+def test_launch_creates_the_checkpoint_folder_the_evaluator_never_does(tmp_path: Path) -> None:
+    d = tmp_path / "sim"
+    with sim_rig(d, sides=("A",)) as rig_yaml:
+        results = d / "work" / "A" / "results"
+        results.rmdir()                          # a fresh rig: results/ue4/ does not exist yet
+        res = cli(rig_yaml, "launch", "A", "--yes", "--json")
+        assert res.returncode == 0, res.stdout + res.stderr
+        cp = wait_until(lambda: (c := checkpoint(d, "A")) and c["_checkpoint"]["records"] and c, 20)
+        assert cp, (d / "work" / "A" / "logs" / "eval.log").read_text()[-1500:]
+        assert "FileNotFoundError" not in (d / "work" / "A" / "logs" / "eval.log").read_text()
