@@ -158,7 +158,7 @@ class Evaluator:
             data = b2d.fetch_dict(self.args.checkpoint)
             resume, message = indexer.validate_and_resume(data)
             say(message)
-        os.makedirs(os.path.dirname(os.path.abspath(self.args.checkpoint)), exist_ok=True)
+        # Like the real one: no makedirs. A missing folder is FileNotFoundError here, every attempt.
         if resume:
             self.stats.add_file_records(data)
         else:

@@ -34,7 +34,9 @@ from sim.layout import PROJECT_NAME, SimLayout, read_mode
 from sim.ledger import CRASH, RENDER, load_model, write_entry
 
 SERVER_VERSION = "0.9.15"
-HOST = "127.0.0.1"
+# Where the server listens. A real CARLA server listens on every interface; the sim keeps to loopback unless
+# told (CARLA_SIM_BIND=0.0.0.0: the netns topology, where the evaluator reaches it by the gateway address).
+HOST = os.environ.get("CARLA_SIM_BIND", "127.0.0.1")
 
 
 @dataclass(frozen=True)

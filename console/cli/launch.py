@@ -1,6 +1,7 @@
 """`launch SIDE [--dry-run] [--json] [--yes]`: start the side's detached harness (ops/actions/launch.py).
 
---dry-run shows exactly what a launch would do (argv, env, cwd, resume and why, backup path) and refuses
+--dry-run shows exactly what a launch would do (argv, env, cwd, resume and why, the routes it runs and the
+records it replaces, backup path) and refuses
 with the same reason and exit code (3) as the launch itself would.
 """
 from __future__ import annotations
@@ -33,7 +34,11 @@ def _show(lp: LaunchPlan, as_json: bool, extra: dict | None = None) -> None:
     print(f"  argv:   {' '.join(lp.argv)}")
     print(f"  cwd:    {lp.cwd}")
     print(f"  env:    {' '.join(f'{k}={v}' for k, v in lp.env.items()) or '-'}")
-    print(f"  resume: {lp.decision.resume} ({lp.decision.reason})")
+    print(f"  resume: {lp.resume} ({lp.decision.reason})")
+    rp = lp.runplan
+    print(f"  plan:   {rp.mode}: {rp.reason}")
+    print(f"  runs:   {' '.join(rp.runs) or 'none'}")
+    print(f"  overwrites: {' '.join(rp.overwrites) or 'none'}")
     print(f"  backup: {lp.backup or 'none (no checkpoint)'}")
     for k, v in (extra or {}).items():
         print(f"  {k}: {v}")

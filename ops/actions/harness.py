@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 
 from ops.actions import resume as rr
+from ops.actions.attempt_files import AttemptFiles
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Plan
-from ops.actions.launch import LaunchPlan, needs_server, plan_launch, reread_same, start_server
+from ops.actions.launch import LaunchPlan, needs_server, plan_launch, prepare_attempt, reread_same, start_server
 from ops.model import RigConfig, SideConfig
 from ops.platform.procs import read_proc
 from ops.platform.verbs import process_table
@@ -58,6 +59,7 @@ class Harness:
                                   updated=time.time())
         self.stop = asyncio.Event()
         self.child: subprocess.Popen | None = None
+        self.files: AttemptFiles | None = None
 
     def save(self, status: str | None = None, detail: str | None = None) -> None:
         if status is not None:
@@ -115,6 +117,12 @@ class Harness:
                 self.save("refused", why)
                 return 3
             rc = await self._wait(live)
+            if self.files is not None:
+                merged, setup_failed = self.files.finish()
+                if merged:
+                    say(f"merged {len(self.files.merged)} record(s) of the subset run into the side's checkpoint")
+                if setup_failed:
+                    say(f"agent set-up failed on {', '.join(setup_failed)}: counted for the bounded retry")
             if rc is None:
                 return self._stopped()
             rec = self.state.attempts[-1]
@@ -142,6 +150,11 @@ class Harness:
             if not same:
                 return False, why
             backup = rr.backup(self.rig, self.sc, data)
+            prepare_attempt(lp, self.sc)
+            self.files = AttemptFiles(self.rig, self.sc, lp)
+            rp = lp.runplan
+            say(f"plan ({rp.mode}): {rp.reason}; runs: {' '.join(rp.runs) or 'none'}; "
+                f"overwrites: {' '.join(rp.overwrites) or 'none'}")
             ev = self.sc.evaluator
             log_path = Path(ev.path(ev.log))
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +168,7 @@ class Harness:
             wrapper = read_proc(self.child.pid)
             self.state.attempt = n
             self.state.attempts.append(AttemptRecord(
-                n=n, started=time.time(), resume=lp.decision.resume, argv=list(lp.argv),
+                n=n, started=time.time(), resume=lp.resume, argv=list(lp.argv),
                 evaluator_pid=self.child.pid, evaluator_create_time=wrapper.create_time if wrapper else None,
                 backup=backup))
             self.save("running", f"attempt {n}: {lp.decision.reason}")
@@ -174,6 +187,8 @@ class Harness:
                 return rc
             if self.stop.is_set():
                 return None
+            if self.files is not None:
+                self.files.poll()
             if not found_inner and time.monotonic() - t0 < 30:
                 found_inner = await self._record_inner(live)
             try:

@@ -14,21 +14,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import posixpath
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from ops.actions import resume as rr
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Op, Outcome, Plan, make_plan
+from ops.actions.runplan import RunPlan, plan_runs
 from ops.model import RigConfig, SideConfig
+from ops.parse.checkpoint import parse_checkpoint
+from ops.parse.errors import ParseError
+from ops.parse.routes import parse_routes
+from ops.platform import atomic
 from ops.platform.pinned import python_argv
 from ops.platform.procs import ProcTable
 from ops.probes.harness_state import HarnessState, read_state, side_dir
 from ops.probes.ports import scan_ports
 from ops.probes.prober import SideSnapshot
+from ops.probes.server import server_address
 from ops.tristate import State
 
 CONDA_LIST_TIMEOUT_S = 60.0   # a cold `conda env list` on a big install takes seconds
@@ -47,11 +54,15 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
-def evaluator_args(side: SideConfig, resume: bool) -> list[str]:
-    """The evaluator's own arguments: the ports and files the console owns, then the config's args."""
+def evaluator_args(side: SideConfig, resume: bool, *, routes: str | None = None,
+                   checkpoint: str | None = None, host: str | None = None) -> list[str]:
+    """The evaluator's own arguments: the ports and files the console owns, then the config's args.
+    routes / checkpoint: a subset run's own files (ops/actions/runplan.py) instead of the side's.
+    host: the server's address as the evaluator's host reaches it (probes/server.server_address)."""
     ev = side.evaluator
-    args = ["--port", str(side.server.rpc_port), "--traffic-manager-port", str(ev.tm_port),
-            "--checkpoint", ev.path(ev.checkpoint), "--routes", ev.path(ev.routes)]
+    args = ["--host", host] if host else []
+    args += ["--port", str(side.server.rpc_port), "--traffic-manager-port", str(ev.tm_port),
+            "--checkpoint", checkpoint or ev.path(ev.checkpoint), "--routes", routes or ev.path(ev.routes)]
     if resume:
         args += list(rr.RESUME_FLAG)   # never "--resume False": type=bool makes that True
     for key, value in ev.args:
@@ -59,10 +70,12 @@ def evaluator_args(side: SideConfig, resume: bool) -> list[str]:
     return args
 
 
-def evaluator_argv(rig: RigConfig, side: SideConfig, resume: bool) -> list[str]:
-    """`conda run -n ENV --no-capture-output --cwd DIR python SCRIPT --port N ...`"""
+def evaluator_argv(rig: RigConfig, side: SideConfig, resume: bool, *, routes: str | None = None,
+                   checkpoint: str | None = None, host: str | None = None) -> list[str]:
+    """`conda run -n ENV --no-capture-output --cwd DIR python SCRIPT --host H --port N ...`"""
     ev = side.evaluator
-    return python_argv(rig, ev, ev.script, evaluator_args(side, resume))
+    return python_argv(rig, ev, ev.script, evaluator_args(side, resume, routes=routes, checkpoint=checkpoint,
+                                                          host=host))
 
 
 def evaluator_env(side: SideConfig) -> dict[str, str]:
@@ -92,14 +105,25 @@ class LaunchPlan:
     plan: Plan                               # the guard's Op.RELAUNCH plan
     harness_argv: tuple[str, ...]
     checkpoint_bytes: bytes | None = field(default=None, repr=False, hash=False)
+    runplan: RunPlan = field(default_factory=lambda: RunPlan("nothing", (), (), "not planned"), hash=False)
+    subset: SubsetRun | None = None          # mode subset: the run's own routes file and checkpoint
+    routes_bytes: bytes | None = field(default=None, repr=False, hash=False)
 
     @property
     def allowed(self) -> bool:
         return self.refused is None
 
+    @property
+    def resume(self) -> bool:
+        """`--resume True` is in the argv (only in mode resume: a subset run starts its own file)."""
+        return self.decision.resume and self.runplan.mode == "resume"
+
     def to_json(self) -> dict:
-        return {"argv": list(self.argv), "env": dict(self.env), "cwd": self.cwd, "resume": self.decision.resume,
-                "resume_reason": self.decision.reason, "backup": self.backup, "refused": self.refused,
+        return {"argv": list(self.argv), "env": dict(self.env), "cwd": self.cwd, "resume": self.resume,
+                "resume_reason": self.decision.reason if self.runplan.mode != "subset" else self.runplan.reason,
+                "runs": list(self.runplan.runs), "overwrites": list(self.runplan.overwrites),
+                "run_plan": self.runplan.to_json(),
+                "subset": self.subset.to_json() if self.subset else None, "backup": self.backup, "refused": self.refused,
                 "side": self.side, "checks": [c.to_json() for c in self.checks],
                 "harness_argv": list(self.harness_argv),
                 "checkpoint": {"verdict": self.decision.verdict, "completed": self.decision.completed,
@@ -190,6 +214,79 @@ def _checkpoint_check(d: rr.ResumeDecision) -> Check:
     return Check("checkpoint", status, d.refused or d.reason)
 
 
+# ---- which routes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubsetRun:
+    """A subset run's own files, in the state dir (the user's routes file and checkpoint are not its)."""
+    dir: str
+    routes: str
+    checkpoint: str
+
+    def to_json(self) -> dict:
+        return {"dir": self.dir, "routes": self.routes, "checkpoint": self.checkpoint}
+
+
+def subset_run(rig: RigConfig, side: str, at: float | None = None) -> SubsetRun:
+    at = time.time() if at is None else at
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(at)) + f".{int((at % 1) * 1e6):06d}"
+    d = side_dir(rig, side) / "runs" / stamp
+    return SubsetRun(str(d), str(d / "routes.xml"), str(d / "result.json"))
+
+
+def setup_tries_path(rig: RigConfig, side: str):
+    return side_dir(rig, side) / "setup_tries.json"
+
+
+def read_setup_tries(rig: RigConfig, side: str) -> dict[str, int]:
+    """Per route, how many tries an agent set-up failure has had (a missing/bad file: none yet)."""
+    try:
+        raw = json.loads(setup_tries_path(rig, side).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
+
+
+def _run_plan(rig: RigConfig, sc: SideConfig, decision: rr.ResumeDecision, cp: rr.CheckpointRead,
+              retired: Collection[str]) -> tuple[RunPlan, bytes | None]:
+    """The routes this launch runs (ops/actions/runplan.py), from the bytes the decision was made on."""
+    if decision.refused:
+        return RunPlan("nothing", (), (), f"not planned: {decision.refused}"), None
+    ev = sc.evaluator
+    rt = rr.read_bytes(ev.path(ev.routes))
+    if rt.data is None:
+        why = f"routes file unreadable, routes to run UNKNOWN: {rt.error or ev.path(ev.routes) + ' does not exist'}"
+        return RunPlan("nothing", (), (), why, refused=why), None
+    rf = parse_routes(rt.data)
+    if isinstance(rf, ParseError):
+        why = f"routes file unparseable, routes to run UNKNOWN: {rf.reason}"
+        return RunPlan("nothing", (), (), why, refused=why), None
+    args = dict(ev.args)
+    if args.get("routes-subset"):
+        return RunPlan("fresh" if not decision.resume else "resume", (), (),
+                       "--routes-subset set by hand: the routes it runs are the evaluator's choice"), rt.data
+    try:
+        reps = int(args.get("repetitions", "1"))
+    except ValueError:
+        reps = 1   # decide() has refused it already
+    parsed = parse_checkpoint(cp.data) if (decision.resume and cp.data is not None) else None
+    ckpt = parsed if parsed is not None and not isinstance(parsed, ParseError) else None
+    return plan_runs(ckpt, rf.checkpoint_ids(reps), retired=retired,
+                     setup_tries=read_setup_tries(rig, sc.name)), rt.data
+
+
+def prepare_attempt(lp: LaunchPlan, sc: SideConfig) -> None:
+    """What must exist before the evaluator starts: the checkpoint's folder (Bench2Drive never creates it:
+    `open(path, 'w')` → FileNotFoundError at start, every attempt) and a subset run's routes file."""
+    ev = sc.evaluator
+    os.makedirs(posixpath.dirname(ev.path(ev.checkpoint)) or ".", exist_ok=True)
+    if lp.subset is not None and lp.routes_bytes is not None:
+        from ops.actions.merge import subset_routes_xml
+        os.makedirs(lp.subset.dir, exist_ok=True)
+        atomic.write_bytes(lp.subset.routes, subset_routes_xml(lp.routes_bytes, lp.runplan.runs))
+
+
 # ---- the plan -------------------------------------------------------------------------------------
 
 
@@ -210,7 +307,8 @@ async def side_snapshot(live, side: str) -> tuple[SideSnapshot, dict[str, ProcTa
     return await live.prober.side(side, rpc=True, tables=tables), tables
 
 
-async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None) -> LaunchPlan:
+async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None,
+                      retired: Collection[str] = ()) -> LaunchPlan:
     """Everything a launch of `side` would do, and whether it is refused. Reads only."""
     rig: RigConfig = live.config
     sc = rig.side(side)
@@ -229,20 +327,30 @@ async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None) 
         rr.ResumeDecision(False, "remote checkpoint not read", rr.CP_UNKNOWN,
                           refused="remote checkpoint not read"), rr.CheckpointRead(None))
     checks += [running, server, ports, conda, _checkpoint_check(decision)]
+    rp, routes_bytes = _run_plan(rig, sc, decision, cp, retired) if ev_host.is_local else (
+        RunPlan("nothing", (), (), "remote checkpoint not read"), None)
+    if rp.refused:
+        checks.append(Check("runs", "refused", rp.refused))
     verdicts = {"server": srv_word, "evaluator": ev_word, "checkpoint": decision.verdict, "ports": port_word}
     failing = [c for c in checks if c.status != "ok"]
     refused = "; ".join(c.detail for c in failing) or None
-    argv = evaluator_argv(rig, sc, decision.resume)
+    subset = subset_run(rig, side) if rp.mode == "subset" else None
+    address = server_address(live.hosts, sc)
+    argv = (evaluator_argv(rig, sc, False, routes=subset.routes, checkpoint=subset.checkpoint, host=address)
+            if subset else evaluator_argv(rig, sc, decision.resume and rp.mode == "resume", host=address))
     backup = rr.planned_backup(rig, sc, cp.data is not None)
     evidence = (f"evaluator argv: {' '.join(argv)}", f"cwd: {sc.evaluator.cwd}",
-                f"resume: {decision.reason}", f"backup: {backup or 'none (no checkpoint)'}",
+                f"resume: {decision.reason}", f"runs ({rp.mode}): {rp.reason}",
+                f"runs: {' '.join(rp.runs) or 'none'}", f"overwrites: {' '.join(rp.overwrites) or 'none'}",
+                f"backup: {backup or 'none (no checkpoint)'}",
                 *(f"{c.name}: {c.status}: {c.detail}" for c in checks))
     hargv = harness_argv(rig, side)
     plan = make_plan(Op.RELAUNCH, side, sc.evaluator.host, (), verdicts, evidence=evidence,
                      action=f"start the detached harness `{' '.join(hargv)}`",
                      precondition=refused)
     return LaunchPlan(side, tuple(argv), evaluator_env(sc), sc.evaluator.cwd, decision, backup,
-                      refused or plan.refused, tuple(checks), plan, tuple(hargv), cp.data)
+                      refused or plan.refused, tuple(checks), plan, tuple(hargv), cp.data, rp, subset,
+                      routes_bytes)
 
 
 # ---- executing ------------------------------------------------------------------------------------

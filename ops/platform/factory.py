@@ -40,6 +40,10 @@ class UnavailableHost(Host):
                              cwd: str | None = None, log_path: str | None = None, timeout: float = 15.0) -> int:
         raise SpawnError(f"spawn: {self.reason}")
 
+    @property
+    def tcp_address(self) -> str:
+        return "unresolved-gateway.invalid"   # RFC 6761: never resolves, so a check is UNKNOWN
+
 
 def make_host(cfg: HostConfig, address: str | None = None) -> Host:
     """One host. An ssh host whose address is '@gateway' needs `address` (see make_hosts)."""
@@ -62,7 +66,7 @@ async def make_hosts(rig_hosts: Mapping[str, HostConfig], *, resolver=resolve_ga
     need it become UnavailableHost with the reason, and the others start normally."""
     gateway: str | None = None
     gateway_error: str | None = None
-    if any(c.type == "ssh" and c.address == GATEWAY for c in rig_hosts.values()):
+    if any((c.type == "ssh" and c.address == GATEWAY) or c.type == "wsl-interop" for c in rig_hosts.values()):
         try:
             gateway = await resolver()
         except GatewayError as e:
@@ -74,4 +78,6 @@ async def make_hosts(rig_hosts: Mapping[str, HostConfig], *, resolver=resolve_ga
                          else make_host(cfg, address=gateway))
         else:
             out[name] = make_host(cfg)
+            if isinstance(out[name], WslInteropHost):
+                out[name].address = gateway   # type: ignore[attr-defined]
     return out

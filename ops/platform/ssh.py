@@ -145,6 +145,12 @@ class SshHost(Host):
         self._scripts: dict[str, str] = {}   # packaged script name -> its path on the remote host
         self._upload_lock: asyncio.Lock | None = None
 
+
+    @property
+    def tcp_address(self) -> str:
+        """The address this host is reached by (an `@gateway` already resolved): its ports are checked there."""
+        return self.address or "unresolved-gateway.invalid"
+
     def __repr__(self) -> str:
         return f"SshHost({self.name!r}, {self.target})"
 

@@ -55,6 +55,8 @@ async def port_check(host: Host, port: int, timeout: float) -> TcpCheck:
 
 
 async def _connect(address: str, port: int) -> None:
+    if address.endswith(".invalid"):   # RFC 6761: an address that could not be resolved (factory.py)
+        raise OSError(f"{address}: the host's address is unresolved")
     loop = asyncio.get_running_loop()
     try:   # a numeric address needs no resolver (and no thread)
         infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)

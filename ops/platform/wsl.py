@@ -29,6 +29,15 @@ class WslInteropHost(Host):
         self.powershell = cfg.powershell
         self._local = local or LocalHost(name=f"{cfg.name}-interop")
         self.platform: Platform = Windows(self, self.run_powershell)
+        # The Windows host as WSL2 (NAT) reaches it: the default gateway, resolved at start by make_hosts.
+        # WSL's localhost is not the Windows host.
+        self.address: str | None = None
+
+    @property
+    def tcp_address(self) -> str:
+        # `.invalid` never resolves (RFC 6761): an unresolved gateway makes every check UNKNOWN, never a
+        # check of this machine's own ports.
+        return self.address or "unresolved-gateway.invalid"
 
     def __repr__(self) -> str:
         return f"WslInteropHost({self.name!r})"

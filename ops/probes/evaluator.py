@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ops.model import RigConfig, SideConfig
-from ops.parse.checkpoint import Checkpoint, completed_records, driving_score, last_status, parse_checkpoint
+from ops.parse.checkpoint import Checkpoint, driving_score, last_status, parse_checkpoint
 from ops.parse.errors import ParseError
 from ops.platform.base import Host
 from ops.platform.files import read_text, stat_file
@@ -27,11 +27,12 @@ class CheckpointReading:
 
     @property
     def progress(self) -> tuple[int, int] | None:
+        """Bench2Drive's own `progress` [index, total], not a count of records: the running route's record
+        (index -1) is never written, and a resumed run's replaced records vanish from the file while later
+        ones stay, so len(records) over-counts ("5 completed" when 4 are)."""
         if self.checkpoint is None:
             return None
-        done = len(completed_records(self.checkpoint))
-        total = self.checkpoint.progress[1] if self.checkpoint.progress else None
-        return (done, total) if total is not None else None
+        return self.checkpoint.progress
 
 
 class CheckpointCache:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ops.model import RigConfig, SideConfig
@@ -149,7 +150,7 @@ async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host],
     tcp = await port_check(host, port, timeout)
     rpc = None
     if with_rpc and procs and tcp.open:
-        rpc = await rpc_version(rig, side, hosts[side.evaluator.host], _address_from(hosts, side),
+        rpc = await rpc_version(rig, side, hosts[side.evaluator.host], server_address(hosts, side),
                                 overhead_s=rpc_overhead_s)
     verdict = decide(table, procs, tcp, rpc, port)
     main = main_server(procs)
@@ -159,8 +160,11 @@ async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host],
                        rpc_at=time.time() if rpc and rpc.version else None)
 
 
-def _address_from(hosts: dict[str, Host], side: SideConfig) -> str:
-    """The server's address as the evaluator host sees it."""
+def server_address(hosts: Mapping[str, Host], side: SideConfig) -> str:
+    """The server's address as the evaluator's host reaches it: what the evaluator gets as `--host` (its
+    default, localhost, is wrong whenever the server is elsewhere: WSL2's localhost is not the Windows
+    host), what the RPC probe connects to. The console runs on the evaluator's host, so its own TCP checks
+    of the server host use the same address (Host.tcp_address)."""
     if side.server.host == side.evaluator.host:
         return "127.0.0.1"
     return hosts[side.server.host].tcp_address

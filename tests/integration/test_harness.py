@@ -1,7 +1,9 @@
 """The detached harness on the sim rig: it resumes by itself after a crash, and it outlives the console.
 
-- `inject crash` → the evaluator exits non-zero mid-route → the harness starts attempt 2 with
-  `--resume True`; the records completed before the crash are still in the checkpoint.
+- `inject crash` → the evaluator exits non-zero mid-route (`Failed - Simulation crashed`, entry_status
+  Crashed) → the harness starts attempt 2 on only the routes that need it (Bench2Drive's own `--resume`
+  would re-run the route before the crash too): a subset routes file into its own checkpoint, merged back;
+  the records completed before the crash are still in the checkpoint, untouched.
 - The console that launched a side runs inside a "login session" (its own session, like an SSH login);
   that whole session is killed → the harness, in a session of its own, keeps running; a new
   `status --json` shows the side running with its attempt count (read from harness.json).
@@ -32,11 +34,19 @@ def test_crash_resumes_by_itself_and_a_new_console_sees_the_run(tmp_path: Path) 
         assert st, harness_state(d, "A")
         first, second = st["attempts"]
         assert first["exit_code"] not in (0, None) and first["ended"] is not None
-        assert first["resume"] is False and second["resume"] is True and "--resume" in second["argv"]
+        assert first["resume"] is False and second["resume"] is False and "--resume" not in second["argv"]
+        routes = second["argv"][second["argv"].index("--routes") + 1]
+        assert routes.startswith(str(d / "state" / "sides" / "A" / "runs")), routes
         assert second["backup"] and Path(second["backup"]).exists()
-        assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) > len(before) + 1, 20)
-        after = [r["route_id"] for r in done_records(checkpoint(d, "A"))]
+        crashed = json.loads(Path(second["backup"]).read_text())["_checkpoint"]["records"]
+        assert crashed[-1]["status"] == "Failed - Simulation crashed"
+        assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) > len(crashed) + 1, 20)
+        recs = checkpoint(d, "A")["_checkpoint"]["records"]
+        after = [r["route_id"] for r in recs]
         assert after[:len(before)] == before, "a completed record was lost across the crash"
+        # The route before the crash is not re-run (its record is the same bytes); the crashed one is.
+        assert recs[:len(crashed) - 1] == crashed[:-1]
+        assert recs[len(crashed) - 1]["status"] != "Failed - Simulation crashed"
 
         # ---- B: launched from a login session that is then killed whole ------------------------
         login = subprocess.Popen(["bash", "-c", '"$0" -m console -c "$1" launch B --yes; sleep 60',

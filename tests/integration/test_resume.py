@@ -169,3 +169,68 @@ def test_fresh_launch_passes_no_resume_at_all(tmp_path: Path) -> None:
         st = wait_until(lambda: (s := harness_state(d, "A")) and s["attempts"] and s, 10)
         assert "--resume" not in st["attempts"][0]["argv"]
         assert _attempt_resume_flag(st["attempts"][0]["argv"]) is False
+
+
+def _with_statuses(path: Path, statuses: dict[int, str], entry: str | None = None) -> bytes:
+    data = json.loads(path.read_text())
+    for i, st in statuses.items():
+        data["_checkpoint"]["records"][i]["status"] = st
+    if entry:
+        data["entry_status"] = entry
+    raw = (json.dumps(data, indent=4) + "\n").encode()
+    path.write_bytes(raw)
+    return raw
+
+
+def test_dry_run_says_runs_and_overwrites_and_a_subset_run_merges_back(tmp_path: Path) -> None:
+    d = tmp_path / "sim"
+    with sim_rig(d) as rig_yaml:
+        work = d / "work"
+        # A: every route final → nothing to run: refused with that reason, dry-run and real alike.
+        cp_a = work / "A" / "results" / "result.json"
+        raw_a = write_checkpoint(cp_a, IDS10, 10, 10, "Finished")
+        dry = cli(rig_yaml, "launch", "A", "--dry-run", "--json")
+        out = json.loads(dry.stdout)
+        assert dry.returncode == 3 and "nothing to run" in out["refused"] and out["runs"] == []
+        assert cli(rig_yaml, "launch", "A", "--yes").returncode == 3 and cp_a.read_bytes() == raw_a
+
+        # B: an agent crash at route 1, a simulation crash at route 4 (the evaluator stopped there).
+        cp_b = work / "B" / "results" / "result.json"
+        write_checkpoint(cp_b, IDS10, 5, 10)
+        raw_b = _with_statuses(cp_b, {1: "Failed - Agent crashed", 4: "Failed - Simulation crashed"}, "Crashed")
+        out = json.loads(cli(rig_yaml, "launch", "B", "--dry-run", "--json").stdout)
+        assert out["refused"] is None and out["run_plan"]["mode"] == "subset" and out["resume"] is False
+        assert out["runs"] == [IDS10[1], *IDS10[4:]] and out["overwrites"] == [IDS10[1], IDS10[4]]
+        assert out["run_plan"]["real_runs"] == IDS10[0:]          # Bench2Drive: one before route 1 → all
+        res = cli(rig_yaml, "launch", "B", "--yes", "--json")
+        assert res.returncode == 0, res.stdout + res.stderr
+        st = wait_until(lambda: (s := harness_state(d, "B")) and s["attempts"] and s, 10)
+        argv = st["attempts"][0]["argv"]        # the harness planned again: its own subset files
+        routes = Path(argv[argv.index("--routes") + 1])
+        assert routes.is_file() and str(d / "state" / "sides" / "B" / "runs") in str(routes)
+        assert parse_routes(routes.read_bytes()).checkpoint_ids() == tuple(out["runs"])
+        assert "--resume" not in argv and str(routes.parent) in argv[argv.index("--checkpoint") + 1]
+        assert (work / "B" / "routes.xml").read_bytes() == routes_xml(10).encode()   # the user's file
+        # Merged back: route 1 re-run in place, routes 0, 2, 3 untouched (the same records).
+        before = json.loads(raw_b)["_checkpoint"]["records"]
+        cp = wait_until(lambda: (c := checkpoint(d, "B")) and len(c["_checkpoint"]["records"]) >= 6
+                        and c["_checkpoint"]["records"][1]["status"] != "Failed - Agent crashed" and c, 30)
+        assert cp, checkpoint(d, "B")
+        recs = cp["_checkpoint"]["records"]
+        assert [r["route_id"] for r in recs] == IDS10[:len(recs)]
+        assert [recs[i] for i in (0, 2, 3)] == [before[i] for i in (0, 2, 3)]
+        assert [r["index"] for r in recs] == list(range(len(recs)))
+        log = (d / "state" / "sides" / "B" / "harness.log").read_text()
+        assert "runs: " + " ".join(out["runs"]) in log and "overwrites: " + " ".join(out["overwrites"]) in log
+
+
+def test_launch_creates_the_checkpoint_folder_the_evaluator_never_does(tmp_path: Path) -> None:
+    d = tmp_path / "sim"
+    with sim_rig(d, sides=("A",)) as rig_yaml:
+        results = d / "work" / "A" / "results"
+        results.rmdir()                          # a fresh rig: results/ue4/ does not exist yet
+        res = cli(rig_yaml, "launch", "A", "--yes", "--json")
+        assert res.returncode == 0, res.stdout + res.stderr
+        cp = wait_until(lambda: (c := checkpoint(d, "A")) and c["_checkpoint"]["records"] and c, 20)
+        assert cp, (d / "work" / "A" / "logs" / "eval.log").read_text()[-1500:]
+        assert "FileNotFoundError" not in (d / "work" / "A" / "logs" / "eval.log").read_text()

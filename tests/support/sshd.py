@@ -50,9 +50,10 @@ class Sshd:
     client_key: Path
     host_pub: str                 # "ssh-ed25519 AAAA... comment"
     proc: subprocess.Popen | None = None
+    listen: str = "127.0.0.1"     # ListenAddress (a test namespace's gateway side, e.g.)
 
     @classmethod
-    def create(cls, dir: Path) -> Sshd:
+    def create(cls, dir: Path, listen: str = "127.0.0.1") -> Sshd:
         if not os.path.exists(SSHD):
             raise RuntimeError(MISSING)
         dir.mkdir(parents=True, exist_ok=True)
@@ -63,7 +64,7 @@ class Sshd:
         client_pub = keygen(dir / "client_ed25519", "test-client")
         (dir / "authorized_keys").write_text(client_pub + "\n")
         self = cls(dir=dir, port=free_port(), user=getpass.getuser(), client_key=dir / "client_ed25519",
-                   host_pub=host_pub)
+                   host_pub=host_pub, listen=listen)
         self.write_config()
         return self
 
@@ -79,7 +80,7 @@ class Sshd:
         d = self.dir
         self.config.write_text("\n".join([
             f"Port {self.port}",
-            "ListenAddress 127.0.0.1",
+            f"ListenAddress {self.listen}",
             f"HostKey {d / 'host_ed25519'}",
             f"PidFile {d / 'sshd.pid'}",
             "Subsystem sftp internal-sftp",   # the console copies its probe scripts over SFTP
@@ -102,7 +103,7 @@ class Sshd:
 
     def known_hosts_line(self, pub: str | None = None) -> str:
         key = " ".join((pub or self.host_pub).split()[:2])
-        return f"[127.0.0.1]:{self.port} {key}\n"
+        return f"[{self.listen}]:{self.port} {key}\n"
 
     def write_known_hosts(self, path: Path, pub: str | None = None) -> Path:
         path.write_text(self.known_hosts_line(pub))
@@ -121,7 +122,7 @@ class Sshd:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sshd exited with {self.proc.returncode}: {self.log_tail()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                with socket.create_connection((self.listen, self.port), timeout=0.5):
                     return
             except OSError:
                 time.sleep(0.02)
