@@ -9,7 +9,7 @@ palette, not as a key), and check_action refuses their actions as a second gate.
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.reactive import Reactive
 from textual.screen import Screen
@@ -31,13 +31,13 @@ SAFE_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("up,left", "select(-1)", show=False),
 ]
 # The destructive ones, bound only on OperatorScreen (outside --read-only).
-DESTRUCTIVE_BINDINGS = [
+DESTRUCTIVE_BINDINGS: list[BindingType] = [
     Binding("a", "adapter", "Adapter"),
     Binding("l", "launch", "Launch"),
     Binding("r", "recover", "Recover"),
     Binding("x", "reclaim", "Reclaim"),
 ]
-DESTRUCTIVE_ACTIONS = frozenset(b.action for b in DESTRUCTIVE_BINDINGS)
+DESTRUCTIVE_ACTIONS = frozenset(b.action for b in DESTRUCTIVE_BINDINGS if isinstance(b, Binding))
 
 
 class SideList(VerticalScroll, inherit_bindings=False, can_focus=False):
