@@ -3,7 +3,7 @@
 The real console (`console.tui.backend.run`) runs in tmux at 120x40 on a two-side sim rig, as in idle.py, with two
 wrappers installed before it starts: asyncio's Handle._run (each callback's time.thread_time(), keyed by
 its owner: a Textual timer by name, a worker, a widget's message pump, or a task by its coroutine) and
-Textual's StylesCache.render_widget (per widget class: what a compositor pass spends on each). After a
+Textual's public Widget.render_lines (per widget class: what a compositor pass spends on each). After a
 warm-up the counters run for a window, then the console writes them to a JSON file and the figures are
 printed: the process, its main thread, and the callbacks, as % of one core. With --calls the window
 also runs under cProfile and the number of Python function calls is printed: a count that does not move
@@ -75,20 +75,20 @@ def console(rig: str, out: str, warmup: float, seconds: float, count_calls: bool
 
     asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
 
-    from textual._styles_cache import StylesCache
-    render_widget = StylesCache.render_widget
+    from textual.widget import Widget
+    render_lines = Widget.render_lines
 
-    def timed_render(self, widget, crop):
+    def timed_render(widget, crop):
         if not on[0]:
-            return render_widget(self, widget, crop)
+            return render_lines(widget, crop)
         t = tt()
         try:
-            return render_widget(self, widget, crop)
+            return render_lines(widget, crop)
         finally:
             widget_cpu[type(widget).__name__] += tt() - t
             widget_calls[type(widget).__name__] += 1
 
-    StylesCache.render_widget = timed_render  # type: ignore[method-assign]
+    Widget.render_lines = timed_render  # type: ignore[method-assign]
 
     import cProfile
     import pstats

@@ -11,7 +11,6 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import RichLog
 
-from widgets.still_lines import StillLines
 from widgets.words import WORD_STYLE
 
 
@@ -30,7 +29,7 @@ def audit_text(rec: dict[str, Any]) -> Text:
     return t
 
 
-class EventLog(StillLines, RichLog):
+class EventLog(RichLog):
     def __init__(self, **kw) -> None:
         super().__init__(max_lines=500, wrap=False, markup=False, highlight=False, auto_scroll=True, **kw)
 

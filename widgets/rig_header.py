@@ -5,21 +5,14 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from widgets.repaint import repaint
-from widgets.still_lines import StillLines
 from widgets.words import word
 
 
-class RigHeader(StillLines, Widget):
+class RigHeader(Widget):
     rig_name: reactive[str] = reactive("")
-    # host -> 'reachable' | 'UNREACHABLE' | 'UNKNOWN' (not probed yet or its poll timed out). Repainted
-    # by its watcher as the side parts are (widgets/repaint.py), so that a snapshot's header and panes
-    # reach the screen in the same frame.
-    hosts: reactive[dict[str, str]] = reactive(dict, repaint=False)
+    # host -> 'reachable' | 'UNREACHABLE' | 'UNKNOWN' (not probed yet or its poll timed out).
+    hosts: reactive[dict[str, str]] = reactive(dict)
     read_only: reactive[bool] = reactive(False)
-
-    def watch_hosts(self) -> None:
-        repaint(self)
 
     def render(self) -> Text:
         t = Text("carla-console", style="bold")

@@ -25,15 +25,14 @@ from widgets.side_parts import (
     SidePart,
     VramGauge,
 )
-from widgets.still_lines import StillLines
 from widgets.words import word
 
 
-class PollNote(StillLines, Static):
+class PollNote(Static):
     """Why a pane is greyed (a poll that timed out or failed), empty otherwise."""
 
 
-class SidePane(StillLines, Vertical, can_focus=True):
+class SidePane(Vertical, can_focus=True):
     ports: reactive[dict[int, str] | None] = reactive(None, repaint=False)
     # Set when the last poll timed out or failed: the pane keeps its last values, greyed, with the reason.
     greyed: reactive[str | None] = reactive(None)

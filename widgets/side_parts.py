@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import re
 
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
 from rich.text import Text
+from textual.geometry import Size
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
 
 from ops.probes.prober import SideSnapshot
 from ops.results.live import hours
 from ops.tristate import State
-from widgets.plain_lines import PlainLines
-from widgets.repaint import repaint
-from widgets.still_lines import StillLines
 from widgets.words import bar, duration, mib, uptime, word
 
 
-class SidePart(StillLines, Widget):
+class SidePart(Widget):
     """One line (or a few) of a pane, rendered from the side's snapshot.
 
     A new snapshot arrives every poll, but most lines read the same as before: the text is built when the
@@ -36,7 +37,7 @@ class SidePart(StillLines, Widget):
         # A plain attribute, not a reactive: the pane hands every part a snapshot every poll, and
         # Textual's reactive machinery cost more than building the line.
         self.snap: SideSnapshot | None = None
-        self._text: Text | None = None
+        self._shown: Text | None = None
         self._inputs: tuple | None = None
 
     def inputs(self, s: SideSnapshot) -> tuple | None:
@@ -44,40 +45,37 @@ class SidePart(StillLines, Widget):
         None: build the line every time."""
         return None
 
-    def _build(self) -> Text:
+    def _make_line(self) -> Text:
         if self.snap is None:
             return Text(f"{self.label} …", style="dim")
         return self.line(self.snap)
 
     def rebuild(self) -> None:
         inputs = None if self.snap is None else self.inputs(self.snap)
-        if inputs is not None and inputs == self._inputs and self._text is not None:
+        if inputs is not None and inputs == self._inputs and self._shown is not None:
             return      # made from the same values: the same line
         self._inputs = inputs
-        text = self._build()
-        if self._text is None or _key(text) != _key(self._text):
+        text = self._make_line()
+        if self._shown is None or _key(text) != _key(self._shown):
             # A part of auto height (the log tail) is laid out again when its number of lines changed:
             # a plain refresh repaints it in the height it had, and a tail that opened on a quiet log
             # would show its first line only.
-            relayout = self._text is not None and text.plain.count("\n") != self._text.plain.count("\n")
-            self._text = text
-            if relayout:
-                self.refresh(layout=True)
-            else:
-                repaint(self)
+            relayout = self._shown is not None and text.plain.count("\n") != self._shown.plain.count("\n")
+            self._shown = text
+            self.refresh(layout=relayout)
 
     def show(self, snap: SideSnapshot | None) -> None:
         self.snap = snap
         self.rebuild()
 
     def on_resize(self) -> None:
-        self._text = self._inputs = None      # bars follow the width
+        self._shown = self._inputs = None      # bars follow the width
         self.rebuild()
 
     def render(self) -> Text:
-        if self._text is None:
-            self._text = self._build()
-        return self._text
+        if self._shown is None:
+            self._shown = self._make_line()
+        return self._shown
 
     def line(self, s: SideSnapshot) -> Text:  # pragma: no cover - every part overrides it
         raise NotImplementedError
@@ -285,23 +283,40 @@ def _results_text(s: SideSnapshot) -> Text:
     return t
 
 
-class LogTail(PlainLines, SidePart):
-    """The last lines the evaluator wrote (what an operator would `tail` first)."""
+class LogTail(SidePart):
+    """The last lines the evaluator wrote (what an operator would `tail` first).
+
+    Plain lines of one style, one per row, cut with an ellipsis: drawn through Textual's Line API
+    (render_line) rather than its general text pipeline, which is most of the cost of a part that changes
+    on every poll of a running side."""
 
     label = "log"
-
-    def plain_text(self) -> Text:
-        return self.render()
 
     def inputs(self, s: SideSnapshot) -> tuple:
         return (s.log_tail,)   # a quiet log keeps its lines: they are not cleaned again every poll
 
     def line(self, s: SideSnapshot) -> Text:
-        # Dim comes from the stylesheet (LogTail { text-style: dim }): a Text without a style of its own
-        # renders a quarter faster, and this part re-renders on every poll of a running side.
+        # Dim comes from the stylesheet (LogTail { text-style: dim }).
         if not s.log_tail:
             return Text("log    (no lines)")
         return Text("\n".join(_printable(ln.rstrip()[:300]) for ln in s.log_tail))
+
+    def rows(self) -> list[str]:
+        return self.render().plain.split("\n")
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.rows())
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        style = self.visual_style.rich_style_with_offset(0, y)
+        rows = self.rows()
+        if y >= len(rows) or width <= 0:
+            return Strip.blank(width, style)
+        row = rows[y]
+        if cell_len(row) > width:
+            row = set_cell_size(row, width - 1) + "…"
+        return Strip([Segment(row, style)]).extend_cell_length(width, style)
 
 
 def _printable(line: str) -> str:

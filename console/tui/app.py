@@ -23,14 +23,13 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
-from textual.driver import Driver
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from console.tui.protocol import ActionResult, Backend, Unavailable
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.help import HelpScreen
-from console.tui.screens.main import DESTRUCTIVE_ACTIONS, MainScreen
+from console.tui.screens.main import DESTRUCTIVE_ACTIONS, main_screen
 from console.tui.screens.report import ReportScreen
 from console.tui.screens.wizard import RecoveryWizard
 from ops.platform.timeouts import within
@@ -98,18 +97,9 @@ class ConsoleApp(App[int]):
         self._action_busy = False
         self.exit_reason = "quit"
 
-    def get_driver_class(self) -> type[Driver]:
-        # Textual's choice (its TEXTUAL_DRIVER setting, the platform), except that its Linux driver's
-        # input thread is replaced by one that does not wake ten times a second (console/tui/driver.py).
-        chosen = super().get_driver_class()
-        if (chosen.__module__, chosen.__name__) == ("textual.drivers.linux_driver", "LinuxDriver"):
-            from console.tui.driver import QuietLinuxDriver
-            return QuietLinuxDriver
-        return chosen
-
     # ----- start / stop ---------------------------------------------------------------------------
     async def on_mount(self) -> None:
-        self.main = MainScreen(self.backend.rig.name, self.sides, self.read_only)
+        self.main = main_screen(self.backend.rig.name, self.sides, self.read_only)
         await self.push_screen(self.main)      # mounted before any worker touches its widgets
         self._install_signals()
         # Everything built so far (imports, widgets, styles) lives as long as the app: move it out of the
@@ -310,13 +300,13 @@ class ConsoleApp(App[int]):
         header.hosts = {**header.hosts, cfg.server.host: "UNKNOWN", cfg.evaluator.host: "UNKNOWN"}
 
     def _tick_on_beat(self) -> None:
-        """_tick now and on every beat after: on the polls' own beat (the same loop wake-up as theirs), and
+        """_on_beat now and on every beat after: on the polls' own beat (the same loop wake-up as theirs), and
         a plain loop callback, not a Textual timer (a task and a message each second)."""
-        self._tick()
+        self._on_beat()
         if self.is_running:
             asyncio.get_running_loop().call_later(self._to_next_beat(), self._tick_on_beat)
 
-    def _tick(self) -> None:
+    def _on_beat(self) -> None:
         # Runs inline in the event loop: keep it cheap and exception-free.
         try:
             now = time.monotonic()

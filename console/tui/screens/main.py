@@ -2,23 +2,23 @@
 
 Panes sit in a grid that is two columns wide from 100 terminal columns and one column below (the app's
 horizontal breakpoints set `-wide` / `-narrow` on the screen); any number of sides scroll. The keys act on
-the selected (focused) pane. Destructive keys are bound per instance and only outside --read-only, so in
-read-only mode they do not exist at all: not in the Footer, not in the palette, not as a key.
+the selected (focused) pane. Destructive keys are bound only on OperatorScreen, the screen of a console
+that is not --read-only: a read-only console's MainScreen has none of them (not in the Footer, not in the
+palette, not as a key), and check_action refuses their actions as a second gate.
 """
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
+from textual.widgets import Footer
 
 from widgets.event_log import EventLog
-from widgets.key_footer import KeyFooter
 from widgets.rig_header import RigHeader
 from widgets.side_pane import SidePane
-from widgets.still_lines import StillLines
 
 SAFE_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("g", "reprobe", "Probe"),
@@ -31,22 +31,24 @@ SAFE_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("down,right", "select(1)", show=False),
     Binding("up,left", "select(-1)", show=False),
 ]
-# key, action, footer word: the destructive ones, bound only outside --read-only.
-DESTRUCTIVE_BINDINGS = [
-    ("a", "adapter", "Adapter"),
-    ("l", "launch", "Launch"),
-    ("r", "recover", "Recover"),
-    ("x", "reclaim", "Reclaim"),
+# The destructive ones, bound only on OperatorScreen (outside --read-only).
+DESTRUCTIVE_BINDINGS: list[BindingType] = [
+    Binding("a", "adapter", "Adapter"),
+    Binding("l", "launch", "Launch"),
+    Binding("r", "recover", "Recover"),
+    Binding("x", "reclaim", "Reclaim"),
 ]
-DESTRUCTIVE_ACTIONS = frozenset(a for _, a, _ in DESTRUCTIVE_BINDINGS)
+DESTRUCTIVE_ACTIONS = frozenset(b.action for b in DESTRUCTIVE_BINDINGS if isinstance(b, Binding))
 
 
-class SideList(StillLines, VerticalScroll, inherit_bindings=False, can_focus=False):
+class SideList(VerticalScroll, inherit_bindings=False, can_focus=False):
     """The scrolling column/grid of panes. Its own arrow-key scroll bindings are dropped: arrows select a
     side (focus), and focusing a pane scrolls it into view."""
 
 
-class MainScreen(StillLines, Screen):
+class MainScreen(Screen):
+    """The main screen of a --read-only console: the safe keys only."""
+
     BINDINGS = SAFE_BINDINGS
     # Textual's Screen repaints all of itself when the focus moves. Here a focus change is a change of
     # selected side: the pane that gained focus and the one that lost it restyle and repaint themselves
@@ -60,9 +62,6 @@ class MainScreen(StillLines, Screen):
         self.sides = sides
         self.read_only = read_only
         self.selected = sides[0] if sides else ""
-        if not read_only:
-            for key, action, word in DESTRUCTIVE_BINDINGS:
-                self._bindings.bind(key, action, word)
 
     def compose(self) -> ComposeResult:
         header = RigHeader(id="rig-header")
@@ -73,7 +72,7 @@ class MainScreen(StillLines, Screen):
             for name in self.sides:
                 yield SidePane(name)
         yield EventLog(id="event-log")
-        yield KeyFooter(compact=True)
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         if self.sides:
@@ -121,3 +120,14 @@ class MainScreen(StillLines, Screen):
         if self.read_only and action in DESTRUCTIVE_ACTIONS:
             return False
         return True
+
+
+class OperatorScreen(MainScreen):
+    """The main screen of a console that may act: the safe keys and the destructive ones."""
+
+    BINDINGS = DESTRUCTIVE_BINDINGS
+
+
+def main_screen(rig_name: str, sides: list[str], read_only: bool) -> MainScreen:
+    cls = MainScreen if read_only else OperatorScreen
+    return cls(rig_name, sides, read_only)

@@ -17,12 +17,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 from console.tui.protocol import RecoveryDriver, StepOutcome
 from console.tui.screens.confirm import ConfirmResult, ConfirmScreen
 from ops.actions.guard import Plan
-from widgets.key_footer import KeyFooter
 
 STEPS = ("verdict", "kill plan", "confirm", "kill and verify", "server", "relaunch", "wait FRESH")
 MARKS = {
@@ -68,7 +67,7 @@ class RecoveryWizard(Screen[None]):
                 for i, name in enumerate(STEPS):
                     yield StepRow(i, name)
             yield Static(id="next-action")
-        yield KeyFooter(compact=True)
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.walk()
@@ -93,7 +92,7 @@ class RecoveryWizard(Screen[None]):
         self.next_action(f"{why} — Esc leaves")
         self.finished = True
 
-    async def _run(self, i: int, coro) -> StepOutcome:
+    async def _step(self, i: int, coro) -> StepOutcome:
         self.row(i).set_status("running", "")
         try:
             return await asyncio.wait_for(coro, STEP_TIMEOUT_S)
@@ -126,7 +125,7 @@ class RecoveryWizard(Screen[None]):
             return False
         self.busy_destructive = True
         try:
-            done = await self._run(i, self.driver.execute(res.plan, res.confirmation))
+            done = await self._step(i, self.driver.execute(res.plan, res.confirmation))
         finally:
             self.busy_destructive = False
         if done.status != "ok":
@@ -138,7 +137,7 @@ class RecoveryWizard(Screen[None]):
     @work(group="walk", exclusive=True, exit_on_error=False)
     async def walk(self) -> None:
         self.next_action("measuring the verdict…")
-        v = await self._run(0, self.driver.verdict())
+        v = await self._step(0, self.driver.verdict())
         if v.status != "ok" or v.plan is None:
             self._stop(0, v if v.status != "ok" else StepOutcome("refused", v.detail or "no kill plan"),
                        "recovery refused: nothing was touched")
@@ -160,7 +159,7 @@ class RecoveryWizard(Screen[None]):
         self.next_action("stopping the chain (TERM, grace, KILL, verify)…")
         self.busy_destructive = True
         try:
-            k = await self._run(3, self.driver.kill(res.plan, res.confirmation))
+            k = await self._step(3, self.driver.kill(res.plan, res.confirmation))
         finally:
             self.busy_destructive = False
         if k.status != "ok":
@@ -168,16 +167,16 @@ class RecoveryWizard(Screen[None]):
             return
         self.row(3).set_status("ok", k.detail)
         self.next_action("checking the server…")
-        if not await self._confirmed_step(4, await self._run(4, self.driver.server()), "restart the server",
+        if not await self._confirmed_step(4, await self._step(4, self.driver.server()), "restart the server",
                                           self.driver.server):
             return
         self.next_action("relaunch under the resume rule: confirm it (Cancel is focused; Tab to Proceed)")
-        if not await self._confirmed_step(5, await self._run(5, self.driver.relaunch()), "relaunch",
+        if not await self._confirmed_step(5, await self._step(5, self.driver.relaunch()), "relaunch",
                                           self.driver.relaunch):
             return
         self.next_action("waiting for a FRESH heartbeat…")
         row = self.row(6)
-        f = await self._run(6, self.driver.wait_fresh(lambda text: row.set_status("running", text)))
+        f = await self._step(6, self.driver.wait_fresh(lambda text: row.set_status("running", text)))
         if f.status != "ok":
             self._stop(6, f, "the heartbeat did not come back")
             return
