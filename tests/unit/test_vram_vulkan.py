@@ -23,6 +23,7 @@ from ops.model import HostConfig
 from ops.parse import ParseError, parse_compute_apps, parse_query_gpu, parse_query_xml
 from ops.parse.nvsmi import QUERY_GPU_ARGS, QUERY_XML_ARGS
 from ops.platform.base import Host, Result
+from ops.platform.common import SpawnError
 from ops.probes import vram
 from ops.probes.vram import GpuProc, merge_procs, nvml_rows, per_pid, read_vram, smi_rows
 
@@ -190,6 +191,9 @@ class ReplayHost(Host):
         if out is None:
             return Result(argv, 2, stdout="Invalid combination of input arguments.")
         return Result(argv, 0, stdout=out.decode() if isinstance(out, bytes) else out)
+
+    async def spawn_detached(self, argv, *, env=None, cwd=None, log_path=None, timeout=15.0) -> int:
+        raise SpawnError("a replayed host starts nothing")
 
 
 class RecordedNvml:
