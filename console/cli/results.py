@@ -11,6 +11,7 @@ import sys
 
 from console.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_USAGE, print_json
 from ops.results import render
+from ops.results.attempts import route_attempts
 from ops.results.eta import estimate
 from ops.results.fake_success import check as fake_check
 from ops.results.load import load_files, read_rig, read_routes
@@ -116,11 +117,13 @@ async def _rig(args: argparse.Namespace, rig) -> int:
             "attempts": s.attempts, "retired": list(s.retired)}
         if fake.flagged:
             flagged = fake
+    attempts = route_attempts(merged, read.route_failures)
     data = render.to_json(merged, routes_files=[s.routes_path for s in read.sides] if override is None
-                          else [args.routes], sources=[src.label for src in read.sources], fake=flagged)
+                          else [args.routes], sources=[src.label for src in read.sources], fake=flagged,
+                          attempts=attempts)
     data["sides"] = sides
     data["errors"] = list(read.errors)
-    _emit(args, merged, data, flagged)
+    _emit(args, merged, data, flagged, attempts)
     for e in read.errors:
         print(f"warning: {e}", file=sys.stderr)
     return EXIT_FINDING if _finding(merged, flagged, read.errors) else EXIT_OK

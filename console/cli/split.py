@@ -10,6 +10,7 @@ import os
 import sys
 
 from console.cli.exits import EXIT_OK, EXIT_USAGE, print_json
+from ops.results import rig_snippet
 from ops.results.eta import town_wall
 from ops.results.load import load_files, read_routes
 from ops.results.split import balance, part_bytes, sample, spread
@@ -29,7 +30,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """With -c, the config written for the parts is the rig's own with one side per part; else a template."""
     problems: list[str] = []
+    rig = None
+    if args.config:
+        from ops.config import ConfigError, load_config
+        try:
+            rig = load_config(args.config)
+        except ConfigError as e:
+            problems.append(f"{args.config}: {e}")
     if args.parts < 1:
         problems.append(f"--parts {args.parts}: must be at least 1")
     if args.sample is not None and args.sample < 1:
@@ -62,9 +71,12 @@ def run(args: argparse.Namespace) -> int:
         with open(tmp, "wb") as fh:
             fh.write(part_bytes(table, part.routes))
         os.replace(tmp, f)
-    snippet_path = os.path.join(args.out, f"{stem}_sides.yaml")
+    if rig is not None:
+        snippet_path, snippet = os.path.join(args.out, f"{stem}_rig.yaml"), rig_snippet.from_rig(rig, files, stem)
+    else:
+        snippet_path, snippet = os.path.join(args.out, f"{stem}_sides.yaml"), rig_snippet.template(files)
     with open(snippet_path, "w", encoding="utf-8") as fh:
-        fh.write(config_snippet(files))
+        fh.write(snippet)
     data = {
         "routes": args.routes, "out": args.out,
         "parts": [{"file": f, "routes": [r.route_id for r in p.routes], "expected_s": round(p.expected_s, 1),
@@ -89,29 +101,6 @@ def _towns(routes) -> dict[str, int]:
     for r in routes:
         out[r.town] = out.get(r.town, 0) + 1
     return out
-
-
-def config_snippet(files: list[str]) -> str:
-    """The `sides:` of a rig with one side per part; the <...> fields are the operator's to fill."""
-    lines = ["# One side per part (carla-console split). Fill the <...> fields, merge into your rig.yaml.",
-             "sides:"]
-    for i, f in enumerate(files):
-        name = f"part{i}"
-        lines += [f"  {name}:",
-                  "    server:",
-                  "      host: <host>",
-                  "      command: [<CarlaUE4.sh>, -RenderOffScreen, -nosound]",
-                  f"      rpc_port: {2000 + 10 * i}   # uses {2000 + 10 * i}-{2002 + 10 * i}",
-                  "    evaluator:",
-                  "      host: <host>",
-                  "      conda_env: <env>",
-                  "      cwd: <evaluator checkout>",
-                  "      script: leaderboard/leaderboard/leaderboard_evaluator.py",
-                  f"      routes: {os.path.abspath(f)}",
-                  f"      checkpoint: results/{name}/result.json",
-                  f"      log: logs/{name}/eval.log",
-                  f"      tm_port: {8010 + 10 * i}"]
-    return "\n".join(lines) + "\n"
 
 
 def _usage(lines: list[str]) -> int:

@@ -113,6 +113,7 @@ class SideRead:
     missing_checkpoint: bool = False      # not written yet: no records, not an error
     retired: tuple[str, ...] = ()
     attempts: int | None = None
+    route_failures: dict[str, int] = field(default_factory=dict)
     expect_wall_game_min: float | None = None
     checkpoint_path: str = ""
     routes_path: str = ""
@@ -133,6 +134,14 @@ class RigRead:
     @property
     def retired(self) -> tuple[str, ...]:
         return tuple(r for s in self.sides for r in s.retired)
+
+    @property
+    def route_failures(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.sides:
+            for rid, n in s.route_failures.items():
+                out[rid] = out.get(rid, 0) + n
+        return out
 
 
 async def read_side(rig, side, host, timeout: float = 10.0) -> SideRead:
@@ -168,21 +177,23 @@ async def read_side(rig, side, host, timeout: float = 10.0) -> SideRead:
             errors.append(f"side {side.name}: {routes_path}: {parsed_routes.reason}")
         else:
             routes = parsed_routes
-    retired, attempts = _harness_facts(rig, side.name)
+    retired, attempts, failures = _harness_facts(rig, side.name)
     return SideRead(side=side.name, checkpoint=checkpoint, routes=routes, errors=tuple(errors),
-                    missing_checkpoint=missing, retired=retired, attempts=attempts,
+                    missing_checkpoint=missing, retired=retired, attempts=attempts, route_failures=failures,
                     expect_wall_game_min=side.expect_wall_game_min,
                     checkpoint_path=cp_path, routes_path=routes_path)
 
 
-def _harness_facts(rig, side: str) -> tuple[tuple[str, ...], int | None]:
-    """The supervisor's retired route ids and attempt count from its state file, where it keeps them."""
+def _harness_facts(rig, side: str) -> tuple[tuple[str, ...], int | None, dict[str, int]]:
+    """The supervisor's retired route ids, evaluator attempt count and per-route failure counts, from its
+    state file where it keeps them (getattr: a harness older than the supervisor has no such fields)."""
     from ops.probes.harness_state import read_state
+    from ops.results.attempts import failures_of
     st = read_state(rig, side)
     if st is None or isinstance(st, str):
-        return (), None
+        return (), None, {}
     retired = getattr(st, "retired", None) or ()
-    return tuple(str(r) for r in retired), getattr(st, "attempt", None)
+    return tuple(str(r) for r in retired), getattr(st, "attempt", None), failures_of([st])
 
 
 async def read_rig(rig, sides: Sequence[str] | None = None, timeout: float = 10.0) -> RigRead:

@@ -95,3 +95,45 @@ def test_contiguous_split_is_worse(tmp_path, capsys):
     out = split_json(capsys, "--parts", "4", "--out", str(tmp_path))
     ours = [p["expected_s"] for p in out["parts"]]
     assert max(ours) / min(ours) < max(contiguous) / min(contiguous)
+
+
+def test_with_a_rig_the_written_config_is_valid_for_n_sides(tmp_path, capsys):
+    from ops.config import load_config
+    rig_dir = tmp_path / "rig"
+    rig_dir.mkdir()
+    cfg = rig_dir / "rig.yaml"
+    cfg.write_text("""\
+version: 1
+state_dir: state
+hosts:
+  here: {type: local, os: linux}
+  win: {type: ssh, address: 10.0.0.2, user: carla, os: windows, known_hosts: keys/known_hosts}
+sides:
+  ue4:
+    server: {host: win, command: [CarlaUE4.exe, -RenderOffScreen], rpc_port: 2031}
+    evaluator:
+      host: here
+      conda_env: env
+      cwd: b2d
+      script: leaderboard_evaluator.py
+      routes: routes.xml
+      checkpoint: results/ue4/result.json
+      log: logs/ue4.log
+      tm_port: 8010
+      args: {agent: team_code/agent.py, timeout: 600}
+    expect_wall_game_min: 4
+""")
+    out_dir = tmp_path / "parts"
+    assert main(["-c", str(cfg), "split", "--routes", str(ROUTES), "--parts", "4", "--out", str(out_dir),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config_snippet"] == str(out_dir / "bench2drive220_rig.yaml")
+    orig = load_config(cfg)
+    rig = load_config(out["config_snippet"])             # check-config's own loader accepts it as written
+    assert list(rig.sides) == [f"bench2drive220_part{i}" for i in range(4)]
+    assert rig.state_dir == orig.state_dir and rig.hosts["win"].known_hosts == orig.hosts["win"].known_hosts
+    for i, (side, part) in enumerate(zip(rig.sides.values(), out["parts"])):
+        assert side.evaluator.path(side.evaluator.routes) == str(Path(part["file"]).resolve())
+        assert side.server.rpc_port == 2031 + 10 * i and side.evaluator.tm_port == 8010 + 10 * i
+        assert side.evaluator.cwd == orig.sides["ue4"].evaluator.cwd and side.expect_wall_game_min == 4.0
+        assert dict(side.evaluator.args) == {"agent": "team_code/agent.py", "timeout": "600"}

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Input, Static
 from ops.parse.checkpoint import RouteRecord
 from ops.probes.prober import SideSnapshot
 from ops.results.abilities import ability_mean
+from ops.results.attempts import failures_of, route_attempts
 from ops.results.eta import rig_eta
 from ops.results.live import hours
 from ops.results.merge import Merged, Source, merge, route_key
@@ -127,7 +128,9 @@ class ResultsScreen(ModalScreen[None]):
 
     def load(self) -> None:
         m = merged_for(self.snaps, self.scope)
-        self.rows = rows_of(m) if m is not None else []
+        names = list(self.snaps) if self.scope == RIG else [self.scope]
+        failures = failures_of(s.evaluator.harness for n in names if (s := self.snaps.get(n)) is not None)
+        self.rows = rows_of(m, route_attempts(m, failures)) if m is not None else []
         self.query_one("#results-summary", Static).update(summary(self.snaps, self.scope, m))
         self.fill()
 
