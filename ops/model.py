@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+HostType = Literal["local", "ssh", "wsl-interop"]
+HostOs = Literal["linux", "windows"]
+VramSource = Literal["nvml", "nvidia-smi", "auto"]
 
 
 @dataclass(frozen=True)
 class HostConfig:
     name: str
-    type: str                      # 'local' | 'ssh' | 'wsl-interop'
-    os: str = "linux"              # 'linux' | 'windows'
+    type: HostType
+    os: HostOs = "linux"
     address: str | None = None     # ssh: hostname/IP, or '@gateway' (default route, resolved at start)
     port: int = 22
     user: str | None = None
@@ -19,7 +24,7 @@ class HostConfig:
     # Tool overrides (argv prefix). The sim rig points these at its fakes.
     nvidia_smi: tuple[str, ...] = ("nvidia-smi",)
     netsh: tuple[str, ...] = ("netsh",)
-    vram_source: str = "auto"      # 'nvml' | 'nvidia-smi' | 'auto' (nvml on local hosts, nvidia-smi elsewhere)
+    vram_source: VramSource = "auto"   # auto: nvml on local hosts, nvidia-smi elsewhere
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Op, Plan, Target, make_plan
@@ -35,9 +34,11 @@ from ops.platform.base import Host
 from ops.platform.common import SpawnError
 from ops.platform.procs import Proc, ProcTable
 from ops.platform.verbs import process_table, tcp_check
+from ops.probes.adapter_record import record_path
 from ops.probes.ports import scan_ports
 from ops.probes.server import probe_server, rpc_marker, server_processes
 from ops.probes.vram import VramReading, read_vram
+from ops.rig import LiveRig
 
 ACCEPTED = "accepted"
 NO_RISE = "no-vram-rise"
@@ -51,9 +52,12 @@ STOPS_POLLING = frozenset({VRAM_UNKNOWN, SPAWN_FAILED, PORT_BUSY, STOP_FAILED})
 WATCH_EVERY_S = 0.25
 
 
+EventKind = Literal["baseline", "launched", "watching", "verdict", "stopped", "done"]
+
+
 @dataclass(frozen=True)
 class AdapterEvent:
-    kind: str            # baseline | launched | watching | verdict | stopped | done
+    kind: EventKind
     adapter: int | None
     detail: str
 
@@ -119,18 +123,6 @@ class AdapterReport:
 
 # ------------------------------------------------------------------------------------------ records
 
-def record_path(rig: RigConfig, side: str) -> Path:
-    return Path(rig.state_dir) / "sides" / side / "adapter.json"
-
-
-def read_record(rig: RigConfig, side: str) -> dict | None:
-    """The last accepted adapter of a side (for status), or None when there is none or it is unreadable."""
-    try:
-        return json.loads(record_path(rig, side).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _write_record(rig: RigConfig, side: str, data: dict) -> Path:
     return atomic.write_json(record_path(rig, side), data)   # status and the TUI never see half a file
 
@@ -179,7 +171,7 @@ def ours(table: ProcTable, pid: int, create_time: float | None, port: int,
 
 # ------------------------------------------------------------------------------------------ the plan
 
-async def plan_adapter_poll(live, side: str) -> Plan:
+async def plan_adapter_poll(live: LiveRig, side: str) -> Plan:
     rig: RigConfig = live.config
     sc = rig.sides[side]
     host = live.hosts[sc.server.host]
@@ -206,7 +198,7 @@ async def plan_adapter_poll(live, side: str) -> Plan:
 # ------------------------------------------------------------------------------------------ polling
 
 class _Poller:
-    def __init__(self, live, side: str, conf: Confirmation, on_event: EventSink | None) -> None:
+    def __init__(self, live: LiveRig, side: str, conf: Confirmation, on_event: EventSink | None) -> None:
         self.live = live
         self.rig: RigConfig = live.config
         self.side = side
@@ -222,7 +214,7 @@ class _Poller:
         self.stopped_on: str | None = None
         self.record: str | None = None
 
-    async def emit(self, kind: str, adapter: int | None, detail: str) -> None:
+    async def emit(self, kind: EventKind, adapter: int | None, detail: str) -> None:
         if self.on_event is None:
             return
         r = self.on_event(AdapterEvent(kind, adapter, detail))
@@ -363,7 +355,7 @@ class _Poller:
         return out.ok, out.detail or str(out.refused)
 
 
-async def poll_adapters(live, side: str, conf: Confirmation, on_event: EventSink | None = None,
+async def poll_adapters(live: LiveRig, side: str, conf: Confirmation, on_event: EventSink | None = None,
                         plan: Plan | None = None) -> AdapterReport:
     """Plan (fresh), then poll through the guard. `plan`: the one the operator saw and confirmed; when the
     fresh plan's verdicts differ from it, the rig changed meanwhile and the polling is refused."""

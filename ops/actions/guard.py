@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Literal
 
 from ops.actions.audit import Audit
 from ops.platform.base import Host
@@ -120,14 +121,14 @@ def make_plan(op: Op, side: str, host: str, targets: list[Target] | tuple[Target
 @dataclass(frozen=True)
 class Confirmation:
     proceed: bool
-    via: str                 # 'tty' | '--yes' | 'tui' | 'harness'
+    via: str                 # who confirmed: 'tty', '--yes', 'tui', 'harness' … (an action adds its own suffix)
     typed: str | None = None
 
 
 @dataclass(frozen=True)
 class TargetOutcome:
     target: Target
-    outcome: str             # 'terminated' | 'killed' | 'already-gone' | 'skipped-changed' | 'failed' | 'alive'
+    outcome: Literal["terminated", "killed", "already-gone", "skipped-changed", "failed", "alive"]
     detail: str = ""
 
     def to_json(self) -> dict:

@@ -33,7 +33,7 @@ from ops.platform.procs import read_proc
 from ops.platform.verbs import process_table
 from ops.probes.chain import is_evaluator_of
 from ops.probes.harness_state import AttemptRecord, HarnessState, write_state
-from ops.rig import open_rig
+from ops.rig import LiveRig, open_rig
 
 RETRY_DELAY_S = 2.0       # between a failed attempt and the next: let the server settle after a crash
 POLL_S = 0.25
@@ -86,7 +86,7 @@ class Harness:
         say(f"{signal.Signals(sig).name}: no new attempt; exiting")
         self.stop.set()
 
-    async def _loop(self, live) -> int:
+    async def _loop(self, live: LiveRig) -> int:
         guard = Guard(live.hosts, Audit(self.rig.state_dir))
         polled = False
         while True:
@@ -176,7 +176,7 @@ class Harness:
             return True, f"attempt {n}: wrapper pid {self.child.pid}, {lp.decision.reason}, backup {backup}"
         return start
 
-    async def _wait(self, live) -> int | None:
+    async def _wait(self, live: LiveRig) -> int | None:
         """The attempt's exit code, or None when a signal asked us to stop first."""
         assert self.child is not None
         found_inner = False
@@ -196,7 +196,7 @@ class Harness:
             except asyncio.TimeoutError:
                 pass
 
-    async def _record_inner(self, live) -> bool:
+    async def _record_inner(self, live: LiveRig) -> bool:
         """Replace the wrapper's pid in the attempt record with the real evaluator's, once it has exec'd."""
         assert self.child is not None
         table = await process_table(live.hosts[self.sc.evaluator.host], 5.0,

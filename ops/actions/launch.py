@@ -36,6 +36,7 @@ from ops.probes.harness_state import HarnessState, read_state, side_dir
 from ops.probes.ports import scan_ports
 from ops.probes.prober import SideSnapshot
 from ops.probes.server import server_address
+from ops.rig import LiveRig
 from ops.tristate import State
 
 CONDA_LIST_TIMEOUT_S = 60.0   # a cold `conda env list` on a big install takes seconds
@@ -156,7 +157,7 @@ def _server_check(snap: SideSnapshot) -> tuple[str, Check]:
     return "UNKNOWN", Check("server", "unknown", f"server UNKNOWN: {v.summary}")
 
 
-async def _ports_check(live, side: SideConfig) -> tuple[str, Check]:
+async def _ports_check(live: LiveRig, side: SideConfig) -> tuple[str, Check]:
     try:
         scan = await scan_ports(live)
         data = scan.to_json()["sides"][side.name]
@@ -193,7 +194,7 @@ def env_names(conda_json: str) -> set[str] | str:
     return names
 
 
-async def _conda_check(live, side: SideConfig) -> Check:
+async def _conda_check(live: LiveRig, side: SideConfig) -> Check:
     rig: RigConfig = live.config
     ev = side.evaluator
     argv = [*rig.conda, "env", "list", "--json"]
@@ -290,7 +291,7 @@ def prepare_attempt(lp: LaunchPlan, sc: SideConfig) -> None:
 # ---- the plan -------------------------------------------------------------------------------------
 
 
-async def fresh_tables(live, timeout: float | None = None) -> dict[str, ProcTable]:
+async def fresh_tables(live: LiveRig, timeout: float | None = None) -> dict[str, ProcTable]:
     """Every host's process table, bounded by the sides' own probe timeout (a hung host costs that, not
     more). Zombies (this container's PID 1 never reaps orphans) are no chain members: find_chain skips
     state Z, and the prober re-reads the last poll's chain pids rather than trusting its scan cache."""
@@ -301,13 +302,13 @@ async def fresh_tables(live, timeout: float | None = None) -> dict[str, ProcTabl
     return await live.prober.tables(names, timeout)
 
 
-async def side_snapshot(live, side: str) -> tuple[SideSnapshot, dict[str, ProcTable]]:
+async def side_snapshot(live: LiveRig, side: str) -> tuple[SideSnapshot, dict[str, ProcTable]]:
     """The snapshot a destructive plan is built on: fresh chain members, the RPC probe forced."""
     tables = await fresh_tables(live)
     return await live.prober.side(side, rpc=True, tables=tables), tables
 
 
-async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None,
+async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None = None,
                       retired: Collection[str] = ()) -> LaunchPlan:
     """Everything a launch of `side` would do, and whether it is refused. Reads only."""
     rig: RigConfig = live.config
@@ -388,7 +389,7 @@ def needs_server(lp: LaunchPlan, sc: SideConfig) -> bool:
             and "UNKNOWN" not in lp.plan.verdicts.values())
 
 
-async def start_server(live, side: str, conf: Confirmation) -> tuple[bool, str]:
+async def start_server(live: LiveRig, side: str, conf: Confirmation) -> tuple[bool, str]:
     """Adapter polling (its own plan, verdicts and guard pass) to bring a DEAD server up."""
     from ops.actions.adapter import poll_adapters
     report = await poll_adapters(live, side, conf)
@@ -398,7 +399,7 @@ async def start_server(live, side: str, conf: Confirmation) -> tuple[bool, str]:
     return False, f"adapter polling found no server: {report.refused or report.stopped_on or 'no candidate rendered'}"
 
 
-async def execute_launch(live, lp: LaunchPlan, conf: Confirmation, *, guard: Guard | None = None,
+async def execute_launch(live: LiveRig, lp: LaunchPlan, conf: Confirmation, *, guard: Guard | None = None,
                          wait_s: float = HARNESS_START_WAIT_S) -> LaunchResult:
     """Through the guard: re-read the checkpoint, back it up, start the harness detached, wait until it
     reports (its harness.json names its pid) so that a refusal by the harness is not lost."""

@@ -12,6 +12,7 @@ from ops.actions.guard import Confirmation, Guard, Op, Outcome, Plan, Target, ma
 from ops.platform.procs import Proc
 from ops.platform.verbs import clients_connected
 from ops.probes.server import main_server, rpc_marker
+from ops.rig import LiveRig
 
 
 def _order(procs: tuple[Proc, ...]) -> list[Proc]:
@@ -30,7 +31,7 @@ def _order(procs: tuple[Proc, ...]) -> list[Proc]:
     return sorted(procs, key=lambda p: (depth(p), p.create_time, p.pid))
 
 
-async def plan_reclaim(live, side: str) -> Plan:
+async def plan_reclaim(live: LiveRig, side: str) -> Plan:
     rig = live.config
     sc = rig.sides[side]
     host = live.hosts[sc.server.host]
@@ -54,7 +55,7 @@ async def plan_reclaim(live, side: str) -> Plan:
     return make_plan(Op.RECLAIM, side, host.name, targets, verdicts, evidence, action, precondition)
 
 
-async def reclaim(live, side: str, conf: Confirmation, plan: Plan | None = None) -> Outcome:
+async def reclaim(live: LiveRig, side: str, conf: Confirmation, plan: Plan | None = None) -> Outcome:
     """Execute a reclaim plan (a fresh one when none is given) through the guard."""
     guard = Guard(live.hosts, Audit(live.config.state_dir))
     if plan is None:

@@ -36,6 +36,7 @@ from ops.model import RigConfig
 from ops.probes.chain import find_chain, protected_pids
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
 from ops.probes.prober import SideSnapshot
+from ops.rig import LiveRig
 from ops.tristate import Beat, State
 
 STEPS = ("verdict", "kill-plan", "confirm", "kill", "server", "relaunch", "wait-fresh")
@@ -183,7 +184,7 @@ def _refusal(snap: SideSnapshot, plan: Plan) -> str | None:
 # ---- step 2: the kill plan ----------------------------------------------------------------------
 
 
-async def recovery_plan(live, side: str, *, cpu_window_s: float = CPU_SAMPLE_S) -> RecoveryPlan:
+async def recovery_plan(live: LiveRig, side: str, *, cpu_window_s: float = CPU_SAMPLE_S) -> RecoveryPlan:
     """Steps 1-2 measured, 3-7 previewed. Reads only: nothing is signalled or written."""
     rig: RigConfig = live.config
     sc = rig.side(side)
@@ -271,7 +272,7 @@ def _keys(plan: Plan) -> list[tuple[int, float]]:
     return [(t.pid, round(t.create_time, 2)) for t in plan.targets]
 
 
-async def execute_kill(live, plan: RecoveryPlan, conf: Confirmation, *, grace_s: float = DEFAULT_GRACE_S,
+async def execute_kill(live: LiveRig, plan: RecoveryPlan, conf: Confirmation, *, grace_s: float = DEFAULT_GRACE_S,
                        guard: Guard | None = None) -> KillResult:
     """Step 4. Plans again first: the operator confirmed *these* processes under *these* verdicts; if the
     heartbeat came back or the chain changed meanwhile, nothing is signalled."""
@@ -293,13 +294,13 @@ async def execute_kill(live, plan: RecoveryPlan, conf: Confirmation, *, grace_s:
     return KillResult(out, Step("kill", "done" if out.ok else "failed", out.detail))
 
 
-async def server_step(live, side: str) -> Step:
+async def server_step(live: LiveRig, side: str) -> Step:
     """Step 5: keep an ALIVE server; a DEAD one needs a restart (adapter polling), said not done."""
     snap = await live.prober.side(side, rpc=True)
     return _server_preview(snap, live.config, side)
 
 
-async def relaunch(live, side: str, conf: Confirmation) -> tuple[LaunchResult | None, Step]:
+async def relaunch(live: LiveRig, side: str, conf: Confirmation) -> tuple[LaunchResult | None, Step]:
     """Step 6: the launch of ops.actions.launch (same checks, resume rule, backup), under the recovery's
     confirmation. The killed chain may take a moment to leave the process table: retried briefly."""
     lp = None
@@ -318,7 +319,7 @@ async def relaunch(live, side: str, conf: Confirmation) -> tuple[LaunchResult | 
     return res, Step("relaunch", "done" if res.ok else "failed", f"resume={lp.decision.resume}: {detail}")
 
 
-async def wait_fresh(live, side: str, timeout_s: float = DEFAULT_WAIT_S, since: float | None = None,
+async def wait_fresh(live: LiveRig, side: str, timeout_s: float = DEFAULT_WAIT_S, since: float | None = None,
                      poll_s: float = 0.5) -> tuple[HeartbeatProbe | None, Step]:
     """Step 7: poll the log's mtime until FRESH (and newer than `since`, when given), at most timeout_s."""
     sc = live.config.side(side)
@@ -349,7 +350,7 @@ class RecoveryRun:
                 "launch": self.launch.to_json() if self.launch else None}
 
 
-async def recover(live, plan: RecoveryPlan, conf: Confirmation, *, grace_s: float = DEFAULT_GRACE_S,
+async def recover(live: LiveRig, plan: RecoveryPlan, conf: Confirmation, *, grace_s: float = DEFAULT_GRACE_S,
                   wait_s: float = DEFAULT_WAIT_S) -> RecoveryRun:
     """Steps 3-7 after the operator's confirmation `conf` of `plan`."""
     steps = {s.name: s for s in plan.steps}

@@ -17,6 +17,7 @@ import posixpath
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from ops.model import RigConfig, SideConfig
 from ops.parse.checkpoint import RERUN_STATUSES, completed_records, parse_checkpoint, resume_index
@@ -28,14 +29,17 @@ from ops.probes.harness_state import side_dir
 RESUME_FLAG = ("--resume", "True")
 
 # Values of the guard's "checkpoint" verdict (ops/actions/guard.py RULES[Op.RELAUNCH] allows OK and ABSENT).
-CP_OK, CP_ABSENT, CP_MISMATCH, CP_UNKNOWN = "OK", "ABSENT", "MISMATCH", "UNKNOWN"
+CP_OK: Final = "OK"
+CP_ABSENT: Final = "ABSENT"
+CP_MISMATCH: Final = "MISMATCH"
+CP_UNKNOWN: Final = "UNKNOWN"
 
 
 @dataclass(frozen=True)
 class ResumeDecision:
     resume: bool                 # pass `--resume True` (never `--resume False`)
     reason: str                  # why, in words (shown as resume_reason)
-    verdict: str                 # OK | ABSENT | MISMATCH | UNKNOWN: the guard's "checkpoint" verdict
+    verdict: Literal["OK", "ABSENT", "MISMATCH", "UNKNOWN"]   # the guard's "checkpoint" verdict
     refused: str | None = None   # set for MISMATCH / UNKNOWN
     completed: int | None = None
     total: int | None = None     # the checkpoint's progress[1]

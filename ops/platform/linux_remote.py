@@ -39,7 +39,7 @@ class LinuxRemote(Platform):
             return SignalOutcome("error", res.why())
         try:
             data = json.loads(res.stdout.strip().splitlines()[-1])
-            return SignalOutcome(str(data["outcome"]), str(data.get("error", data.get("create_time", ""))))
+            return SignalOutcome.from_reply(data["outcome"], str(data.get("error", data.get("create_time", ""))))
         except (ValueError, KeyError, IndexError) as e:
             return SignalOutcome("error", f"unparseable reply ({e}): {res.stdout[:200]!r}")
 

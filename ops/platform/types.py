@@ -2,14 +2,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ops.tristate import Evidence
+
+SignalWord = Literal["sent", "gone", "changed", "error"]
+SIGNAL_WORDS: tuple[SignalWord, ...] = ("sent", "gone", "changed", "error")
 
 
 @dataclass(frozen=True)
 class SignalOutcome:
-    outcome: str          # 'sent' | 'gone' | 'changed' | 'error'
+    outcome: SignalWord
     detail: str = ""
+
+    @classmethod
+    def from_reply(cls, word: object, detail: str) -> SignalOutcome:
+        """A host script's answer; a word outside the protocol is an error, never taken as sent/gone."""
+        for w in SIGNAL_WORDS:
+            if word == w:
+                return cls(w, detail)
+        return cls("error", f"unexpected outcome {word!r}: {detail}")
 
 
 @dataclass(frozen=True)

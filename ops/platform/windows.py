@@ -152,7 +152,7 @@ class Windows(Platform):
             return SignalOutcome("error", f"unexpected outcome {outcome!r}")
         detail = f"pid {pid} now started at {data['create_ms'] / 1000:.3f}" if "create_ms" in data else \
             str(data.get("detail", ""))
-        return SignalOutcome(outcome, detail)
+        return SignalOutcome.from_reply(outcome, detail)
 
     async def listeners(self, timeout: float, interest: Iterable[int] = ()) -> Listeners:
         t0 = time.perf_counter()

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 from ops.model import RigConfig, SideConfig
 from ops.platform.procs import Proc, ProcTable
 from ops.probes.server import rpc_marker
 
+Role = Literal["harness", "wrapper", "evaluator", "child"]
+
 
 @dataclass(frozen=True)
 class ChainMember:
     proc: Proc
-    role: str          # 'harness' | 'wrapper' | 'evaluator' | 'child'
+    role: Role
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ def _server_pids(table: ProcTable, marker: str) -> set[int]:
     return {p.pid for p in table.procs.values() if p.has_token(marker)}
 
 
-def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], table: ProcTable) -> str:
+def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], table: ProcTable) -> Role:
     if p in harnesses:
         return "harness"
     if p.pid in eval_pids:

@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from ops.model import HostConfig, RigConfig, SideConfig
 from ops.parse.errors import ParseError
@@ -25,6 +26,7 @@ from ops.platform.procs import ProcTable
 from ops.platform.types import Listeners
 from ops.probes.chain import find_chain
 from ops.probes.server import server_processes
+from ops.rig import LiveRig
 from ops.tristate import Evidence
 
 NETSH_ARGS = ("int", "ipv4", "show", "excludedportrange", "protocol=tcp")
@@ -85,7 +87,7 @@ async def read_exclusions(cfg: HostConfig, host: Host, timeout: float) -> Exclus
 class Conflict:
     port: int
     role: str
-    kind: str      # reserved | in-use | shared
+    kind: Literal["reserved", "in-use", "shared"]
     reason: str
 
     def to_json(self) -> dict:
@@ -293,7 +295,7 @@ def own_pids(rig: RigConfig, side: SideConfig, tables: Mapping[str, ProcTable], 
     return OwnPids(server, evaluator)
 
 
-async def scan_ports(live, netsh_text: str | None = None, netsh_what: str = "--netsh-file") -> PortScan:
+async def scan_ports(live: LiveRig, netsh_text: str | None = None, netsh_what: str = "--netsh-file") -> PortScan:
     """Scan every side of a live rig (ops.rig.LiveRig). netsh_text: an exclusion table to use for every
     host instead of asking the hosts (`ports --netsh-file`)."""
     rig: RigConfig = live.config

@@ -18,6 +18,7 @@ from ops.platform.base import Host
 from ops.platform.files import tail_lines
 from ops.platform.procs import ProcTable
 from ops.platform.verbs import BEAT_SHARE_S, process_table
+from ops.probes.adapter_record import read_record
 from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluator
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
 from ops.probes.server import ServerProbe, probe_server
@@ -214,7 +215,6 @@ class Prober:
     def _adapter_record(self, name: str, server: ServerProbe) -> dict | None:
         """adapter.json changes only when polling accepts a new server: read it again when the server's
         (pid, create time) moves, not every poll."""
-        from ops.actions.adapter import read_record
         key = (server.pid, server.create_time)
         cached = self._adapter_records.get(name)
         if cached is None or cached[0] != key:

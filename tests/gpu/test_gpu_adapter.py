@@ -11,10 +11,11 @@ import asyncio
 
 import pytest
 
-from ops.actions.adapter import ACCEPTED, CRASHED, NO_RISE, AdapterReport, poll_adapters, read_record
+from ops.actions.adapter import ACCEPTED, CRASHED, NO_RISE, AdapterReport, poll_adapters
 from ops.actions.guard import Confirmation
 from ops.config import load_config
 from ops.platform.local import LocalHost
+from ops.probes.adapter_record import read_record
 from ops.probes.prober import Prober
 from tests.gpu.gpuutil import (
     ALLOC_GIB,

@@ -13,10 +13,11 @@ import pytest
 import yaml
 
 from console.cli.main import main
-from ops.actions.adapter import ACCEPTED, CRASHED, NO_RISE, VRAM_UNKNOWN, poll_adapters, read_record
+from ops.actions.adapter import ACCEPTED, CRASHED, NO_RISE, VRAM_UNKNOWN, poll_adapters
 from ops.actions.guard import Confirmation
 from ops.config import load_config
 from ops.platform.procs import LocalProcScanner
+from ops.probes.adapter_record import read_record
 from ops.probes.server import rpc_marker
 from ops.rig import open_rig
 from sim import rig as sim
