@@ -393,8 +393,9 @@ def _read_slurm(r: _Reader, node: yaml.Node, base: Path, hosts: dict[str, HostCo
             kw[k] = r.scalar(m[k], f"slurm.{k}", str, conv=str)
     for k in ("partition", "gres", "time_limit"):   # null: not asked for (gres: null = no GPU request)
         if k in m:
-            null = isinstance(m[k], yaml.ScalarNode) and _construct(m[k]) is None
-            kw[k] = None if null else r.scalar(m[k], f"slurm.{k}", str, conv=str)
+            v_node = m[k]
+            null = isinstance(v_node, yaml.ScalarNode) and _construct(v_node) is None
+            kw[k] = None if null else r.scalar(v_node, f"slurm.{k}", str, conv=str)
     if "conf" in m:
         v = r.scalar(m["conf"], "slurm.conf", str)
         kw["conf"] = _expand(v, base) if v else None

@@ -39,7 +39,7 @@ async def _run(rig: RigConfig, args: argparse.Namespace) -> int:
                 for s in rig.sides:
                     r = runs.get(s)
                     print(f"{s:12} {'-' if r is None else r.word:12} {'' if r is None else r.state.value:8} "
-                          f"{'' if r is None or not r.targets else getattr(r.targets[0], 'job_id', '')}")
+                          f"{'' if r is None or r.job is None else r.job.job_id}")
                 for k in kept:
                     print(f"requeue {k['side']}: {'ok' if k['ok'] else 'refused'}: {k['refused'] or k['detail']}")
             if not args.watch:

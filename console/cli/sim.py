@@ -13,6 +13,7 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from console.cli.exits import EXIT_OK, EXIT_USAGE
 
@@ -62,7 +63,7 @@ async def launch_sides(rig_yaml: Path) -> list[str]:
 def up_with_harnesses(d: Path, sides: list[str] | None = None) -> Path:
     from sim import rig as sim
 
-    path = Path(sim.up(d, start_evaluators=False, **({"sides": sides} if sides else {})))
+    path = Path(sim.up(d, start_evaluators=False, sides=sides) if sides else sim.up(d, start_evaluators=False))
     problems = asyncio.run(start_sides(path))
     if problems:
         sim.down(d)
@@ -70,7 +71,7 @@ def up_with_harnesses(d: Path, sides: list[str] | None = None) -> Path:
     return path
 
 
-def up_slurm(d: Path, sides: list[str], throttle: int = 0, **rig_kw) -> Path:
+def up_slurm(d: Path, sides: list[str], throttle: int = 0, **rig_kw: Any) -> Path:
     from sim import slurm_rig
 
     path = slurm_rig.up(d, sides=sides, throttle=throttle, **rig_kw)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from ops.actions.guard import Confirmation, JobTarget, Plan, Target
+from ops.actions.guard import Confirmation, Plan
 
 
 def render_plan(plan: Plan) -> list[str]:
@@ -19,17 +19,15 @@ def render_plan(plan: Plan) -> list[str]:
     lines.append("  verdicts: " + " · ".join(f"{k} {v}" for k, v in plan.verdicts.items()))
     for e in plan.evidence:
         lines.append(f"    {e}")
-    jobs = [t for t in plan.targets if isinstance(t, JobTarget)]
-    if jobs:
+    if plan.jobs:
         lines.append("  jobs:")
         lines.append(f"    {'CLUSTER':10}  {'JOB':>10}  {'SUBMITTED':19}  {'STATE':10}  NAME")
-        for j in jobs:
+        for j in plan.jobs:
             lines.append(f"    {j.cluster:10}  {j.job_id:>10}  {j.submit_time:19}  {j.state:10}  {j.name}")
-    procs = [t for t in plan.targets if isinstance(t, Target)]
-    if procs:
+    if plan.targets:
         lines.append("  targets (outer → inner):")
         lines.append(f"    {'PID':>7}  {'STARTED':19}  {'ROLE':9}  CMDLINE")
-        for t in procs:
+        for t in plan.targets:
             cmd = " ".join(t.cmdline) if t.cmdline is not None else "<unreadable>"
             lines.append(f"    {t.pid:>7}  {t.start_text():19}  {t.role:9}  {cmd[:160]}")
     if plan.refused:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from ops.actions.audit import Audit
-from ops.actions.guard_jobs import JobControl
+from ops.actions.guard_jobs import JobControl, JobTarget, act_on_jobs
 from ops.platform.base import Host
 from ops.platform.procs import Proc
 from ops.platform.verbs import signal_if_same
@@ -81,33 +81,17 @@ class Target:
 
 
 @dataclass(frozen=True)
-class JobTarget:
-    """A side run by a scheduler: the job, identified by (cluster, job id, name, submit time). A requeue
-    keeps the id and moves the submit time, so the same id after a requeue is another target."""
-    cluster: str
-    job_id: str              # what scancel/scontrol get: `123`, or `120_3` for an array task
-    name: str
-    submit_time: str         # as the scheduler prints it
-    role: str = "job"
-    state: str = ""          # the state the plan saw
-    cmdline: tuple[str, ...] | None = ()   # a job has no cmdline to confirm; never None (see make_plan)
-
-    def to_json(self) -> dict:
-        return {"cluster": self.cluster, "job_id": self.job_id, "name": self.name,
-                "submit_time": self.submit_time, "role": self.role, "state": self.state}
-
-
-@dataclass(frozen=True)
 class Plan:
     op: Op
     side: str
     host: str
-    targets: tuple[Target | JobTarget, ...]     # outer → inner
+    targets: tuple[Target, ...]                 # outer → inner
     verdicts: Mapping[str, str]
     evidence: tuple[str, ...] = ()
     action: str = ""                            # the exact command/act, in words
     refused: str | None = None
     needs_typed: bool = False                   # stopping a live server with a client: type the side name
+    jobs: tuple[JobTarget, ...] = ()            # the scheduler jobs a job operation acts on
 
     @property
     def allowed(self) -> bool:
@@ -117,7 +101,7 @@ class Plan:
         return {"op": self.op.value, "side": self.side, "host": self.host,
                 "targets": [t.to_json() for t in self.targets], "verdicts": dict(self.verdicts),
                 "evidence": list(self.evidence), "action": self.action, "refused": self.refused,
-                "needs_typed": self.needs_typed}
+                "needs_typed": self.needs_typed, **({"jobs": [j.to_json() for j in self.jobs]} if self.jobs else {})}
 
 
 def check_verdicts(op: Op, verdicts: Mapping[str, str]) -> str | None:
@@ -134,19 +118,23 @@ def check_verdicts(op: Op, verdicts: Mapping[str, str]) -> str | None:
     return None
 
 
-def make_plan(op: Op, side: str, host: str, targets: Sequence[Target | JobTarget],
+def make_plan(op: Op, side: str, host: str, targets: Sequence[Target],
               verdicts: Mapping[str, str], evidence: tuple[str, ...] = (), action: str = "",
-              precondition: str | None = None, needs_typed: bool = False) -> Plan:
+              precondition: str | None = None, needs_typed: bool = False,
+              jobs: Sequence[JobTarget] = ()) -> Plan:
     refused = check_verdicts(op, verdicts) or precondition
-    if refused is None and (op in KILL_OPS or op in JOB_OPS) and not targets:
+    if refused is None and op in KILL_OPS and not targets:
         refused = "nothing to stop: the plan has no target"
-    if refused is None and op in KILL_OPS and any(isinstance(t, JobTarget) for t in targets):
+    if refused is None and op in JOB_OPS and not jobs:
+        refused = "nothing to act on: the plan has no job"
+    if refused is None and op in KILL_OPS and jobs:
         refused = f"{op} signals processes; a job is stopped with {Op.STOP_JOB}"
-    if refused is None and op in JOB_OPS and any(not isinstance(t, JobTarget) for t in targets):
+    if refused is None and op in JOB_OPS and targets:
         refused = f"{op} acts on jobs; a process target belongs to a process operation"
     if refused is None and any(t.cmdline is None for t in targets):
         refused = "a target's cmdline is unreadable: its role cannot be confirmed"
-    return Plan(op, side, host, tuple(targets), dict(verdicts), evidence, action, refused, needs_typed)
+    return Plan(op, side, host, tuple(targets), dict(verdicts), evidence, action, refused, needs_typed,
+                tuple(jobs))
 
 
 @dataclass(frozen=True)
@@ -210,7 +198,7 @@ class Guard:
             # On disk before the first signal: a console killed mid-plan still leaves the trace of what it
             # was about to signal, and the next console's audit view shows an unfinished plan.
             self._audit(plan, conf, "started", "signalling the targets outer → inner", ())
-            results = await self._stop_targets(tuple(t for t in plan.targets if isinstance(t, Target)))
+            results = await self._stop_targets(plan.targets)
             ok = all(r.outcome in ("terminated", "killed", "already-gone") for r in results)
             detail = "; ".join(f"{r.target.role} {r.target.pid}: {r.outcome}" for r in results)
             if action is not None and ok:
@@ -234,10 +222,8 @@ class Guard:
 
     async def _job_op(self, plan: Plan, conf: Confirmation, action: Action | None) -> Outcome:
         """Jobs: on disk first, then per target re-verify (id, name, submit time, state) → act → verify."""
-        from ops.actions.guard_jobs import act_on_jobs
         self._audit(plan, conf, "started", "acting on the jobs", ())
-        ok, results = await act_on_jobs(plan.op.value, [t for t in plan.targets if isinstance(t, JobTarget)],
-                                        self.jobs)
+        ok, results = await act_on_jobs(plan.op.value, list(plan.jobs), self.jobs)
         detail = "; ".join(f"job {t.job_id}: {o} ({d})" for t, o, d in results)
         if action is not None and ok:
             ok, more = await action(plan)
@@ -249,12 +235,10 @@ class Guard:
             "targets": [{**t.to_json(), "outcome": o, "detail": d} for t, o, d in results]})
         return Outcome(plan, True, ok, None, (), detail, line)
 
-    async def _changed(self, targets: tuple[Target | JobTarget, ...]) -> str:
+    async def _changed(self, targets: tuple[Target, ...]) -> str:
         from ops.platform.verbs import process_table
         out = []
         for t in targets:
-            if isinstance(t, JobTarget):
-                continue    # a job to create has no earlier identity; job ops re-verify in _job_op
             table = await process_table(self.hosts[t.host], 10.0, fresh_pids=frozenset([t.pid]))
             p = table.procs.get(t.pid) if table.ok else None
             if not table.ok:

@@ -10,11 +10,28 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from ops.parse.slurm import ALIVE_STATES, LOST_STATES, JobInfo, tri_state
 from ops.tristate import State
+
+
+@dataclass(frozen=True)
+class JobTarget:
+    """A side run by a scheduler: the job, identified by (cluster, job id, name, submit time). A requeue
+    keeps the id and moves the submit time, so the same id after a requeue is another target."""
+    cluster: str
+    job_id: str              # what scancel/scontrol get: `123`, or `120_3` for an array task
+    name: str
+    submit_time: str         # as the scheduler prints it
+    role: str = "job"
+    state: str = ""          # the state the plan saw
+
+    def to_json(self) -> dict:
+        return {"cluster": self.cluster, "job_id": self.job_id, "name": self.name,
+                "submit_time": self.submit_time, "role": self.role, "state": self.state}
 
 
 class JobControl(Protocol):
@@ -28,7 +45,7 @@ class JobControl(Protocol):
 SETTLE_S = 90.0     # a cancel takes KillWait (30 s by default) to end a job that ignores SIGTERM
 
 
-def changed(target, info: JobInfo | str, allowed: frozenset[str]) -> str | None:
+def changed(target: JobTarget, info: JobInfo | str, allowed: frozenset[str]) -> str | None:
     """Why this job is not the planned one any more (None: same job, in an allowed state)."""
     if isinstance(info, str):
         return f"job {target.job_id}: cannot re-read ({info})"
@@ -41,7 +58,7 @@ def changed(target, info: JobInfo | str, allowed: frozenset[str]) -> str | None:
     return None
 
 
-async def _settle(ctl: JobControl, job_id: str, done, within: float) -> JobInfo | str:
+async def _settle(ctl: JobControl, job_id: str, done: Callable[[JobInfo], bool], within: float) -> JobInfo | str:
     deadline = time.monotonic() + within
     while True:
         info = await ctl.lookup(job_id)
@@ -52,10 +69,10 @@ async def _settle(ctl: JobControl, job_id: str, done, within: float) -> JobInfo 
         await asyncio.sleep(0.25)
 
 
-async def act_on_jobs(op_value: str, targets, jobs: Mapping[str, JobControl],
-                      settle_s: float = SETTLE_S) -> tuple[bool, list[tuple[object, str, str]]]:
+async def act_on_jobs(op_value: str, targets: Sequence[JobTarget], jobs: Mapping[str, JobControl],
+                      settle_s: float = SETTLE_S) -> tuple[bool, list[tuple[JobTarget, str, str]]]:
     """Re-verify, act, verify, for every target. Returns (all ok, [(target, outcome, detail)])."""
-    results: list[tuple[object, str, str]] = []
+    results: list[tuple[JobTarget, str, str]] = []
     for t in targets:
         ctl = jobs.get(t.cluster)
         if ctl is None:

@@ -34,6 +34,11 @@ class Run:
     evidence: tuple[Evidence, ...] = ()
     detail: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def job(self) -> JobTarget | None:
+        """The run's job, for a scheduled side."""
+        return next((t for t in self.targets if isinstance(t, JobTarget)), None)
+
     def to_json(self) -> dict:
         return {"engine": self.engine, "state": self.state.value, "word": self.word, "where": self.where,
                 "targets": [t.to_json() for t in self.targets],

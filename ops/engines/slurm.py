@@ -157,7 +157,7 @@ class SlurmEngine:
         busy = {s: r for s, r in obs.runs.items() if r.state is not State.DEAD and s in sides}
         todo = [s for s in sides if s not in busy]
         out = [Started(s, False, f"side {s} already has job {r.word} {r.where or ''}".strip(),
-                       refused=f"side {s} already has a live job ({r.targets[0].job_id if r.targets else '?'})")
+                       refused=f"side {s} already has a live job ({r.job.job_id if r.job else '?'})")
                for s, r in busy.items()]
         if not todo:
             return out
@@ -260,10 +260,9 @@ class SlurmEngine:
         if obs.evidence.error:
             return None, f"squeue UNKNOWN: {obs.evidence.error}"
         run = obs.runs.get(side)
-        if run is None or not run.targets:
+        if run is None or run.job is None:
             return None, f"side {side} has no job on {self.cfg.cluster}"
-        tgt = run.targets[0]
-        assert isinstance(tgt, JobTarget)
+        tgt = run.job
         info = await self.client.lookup(tgt.job_id)
         if isinstance(info, str):
             return None, info
@@ -282,7 +281,7 @@ class SlurmEngine:
         if heartbeat is not None:
             verdicts["heartbeat"] = heartbeat
         t = JobTarget(self.cfg.cluster, info.display_id, info.name, info.submit_time, state=info.state)
-        return make_plan(op, side, self.cfg.host, (t,), verdicts,
+        return make_plan(op, side, self.cfg.host, (), verdicts, jobs=(t,),
                          evidence=(f"scontrol: {info.display_id} {info.name} {info.state} on {info.node} "
                                    f"submitted {info.submit_time}",),
                          action=f"scancel {info.display_id}")
@@ -309,7 +308,7 @@ class SlurmEngine:
                     "budget": "UNKNOWN" if used is None else ("LEFT" if used < budget else "SPENT"),
                     "run": run}
         t = JobTarget(self.cfg.cluster, info.display_id, info.name, info.submit_time, state=info.state)
-        return make_plan(Op.REQUEUE_JOB, side, self.cfg.host, (t,), verdicts,
+        return make_plan(Op.REQUEUE_JOB, side, self.cfg.host, (), verdicts, jobs=(t,),
                          evidence=(f"scontrol: {info.display_id} {info.state} (reason {info.reason}, exit "
                                    f"{info.exit_code}), requeued {used} of {budget} times",
                                    f"job record: {'status ' + str(rec.get('status')) if same_job and rec else 'none for this job'}"),
@@ -352,9 +351,9 @@ class SlurmEngine:
         out = []
         done: set[str] = set()
         for side, run in obs.runs.items():
-            if run.state is State.DEAD or not run.targets:
+            if run.state is State.DEAD or run.job is None:
                 continue
-            jid = run.targets[0].job_id  # type: ignore[union-attr]
+            jid = run.job.job_id
             if jid in done:
                 continue
             done.add(jid)

@@ -47,16 +47,18 @@ def _target(pid: int = 4242) -> Target:
     return Target("local", pid, 1.0, "evaluator", ("python", "x.py"))
 
 
-def _target_for(op: Op) -> Target | JobTarget:
+def _plan(op: Op, verdicts: dict[str, str]):
     """A job operation's target is a job; every other operation's a process."""
-    return JobTarget("c", "4242", "cc.r.A", "2026-12-01T00:00:00") if op in JOB_OPS else _target()
+    if op in JOB_OPS:
+        return make_plan(op, "A", "local", [], verdicts, jobs=[JobTarget("c", "4242", "cc.r.A", "2026-12-01T00:00:00")])
+    return make_plan(op, "A", "local", [_target()], verdicts)
 
 
 @pytest.mark.parametrize("op,combo", CASES, ids=[f"{op.value}-{'-'.join(c)}" for op, c in CASES])
 def test_every_verdict_for_every_operation(op: Op, combo: tuple[str, ...]) -> None:
     verdicts = dict(zip(RULES[op], combo))
     expected_ok = all(v in RULES[op][k] for k, v in verdicts.items())
-    plan = make_plan(op, "A", "local", [_target_for(op)], verdicts)
+    plan = _plan(op, verdicts)
     assert plan.allowed is expected_ok, (verdicts, plan.refused)
     if "UNKNOWN" in combo:
         assert not plan.allowed and "UNKNOWN" in plan.refused

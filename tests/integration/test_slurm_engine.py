@@ -69,7 +69,7 @@ def running_sides(rig) -> dict[str, str]:
     for s, r in observe(rig).items():
         rec = read_job_record(rig, s) or {}
         if r.word == "RUNNING" and rec.get("status") == "running":
-            out[s] = r.targets[0].job_id
+            out[s] = r.job.job_id
     return out
 
 

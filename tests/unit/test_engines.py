@@ -63,16 +63,18 @@ def test_a_requeued_or_renamed_job_is_not_the_planned_target():
 def test_job_ops_take_job_targets_and_kill_ops_take_processes():
     job = JobTarget("c", "2", "cc.r", "t")
     proc = Target("local", 123, 1.0, "evaluator", ("python",))
-    assert make_plan(Op.STOP_JOB, "A", "local", [job], {"job": "ALIVE"}).allowed
-    assert "acts on jobs" in make_plan(Op.STOP_JOB, "A", "local", [proc], {"job": "ALIVE"}).refused
-    assert "signals processes" in make_plan(Op.STOP_CHAIN, "A", "local", [job], {
-        "heartbeat": "STALE", "evaluator": "ALIVE", "server": "ALIVE"}).refused
-    assert "UNKNOWN" in make_plan(Op.STOP_JOB, "A", "local", [job], {"job": "UNKNOWN"}).refused
-    assert "heartbeat" in make_plan(Op.RECOVER_JOB, "A", "local", [job], {"job": "ALIVE", "heartbeat": "FRESH"}).refused
-    assert "budget" in make_plan(Op.REQUEUE_JOB, "A", "local", [job],
-                                 {"job": "LOST", "budget": "SPENT", "run": "CUT"}).refused
-    assert "run" in make_plan(Op.REQUEUE_JOB, "A", "local", [job],
-                              {"job": "LOST", "budget": "LEFT", "run": "ENDED"}).refused
+    assert make_plan(Op.STOP_JOB, "A", "local", [], {"job": "ALIVE"}, jobs=[job]).allowed
+    assert "no job" in make_plan(Op.STOP_JOB, "A", "local", [], {"job": "ALIVE"}).refused
+    assert "acts on jobs" in make_plan(Op.STOP_JOB, "A", "local", [proc], {"job": "ALIVE"}, jobs=[job]).refused
+    assert "signals processes" in make_plan(Op.STOP_CHAIN, "A", "local", [proc], {
+        "heartbeat": "STALE", "evaluator": "ALIVE", "server": "ALIVE"}, jobs=[job]).refused
+    assert "UNKNOWN" in make_plan(Op.STOP_JOB, "A", "local", [], {"job": "UNKNOWN"}, jobs=[job]).refused
+    assert "heartbeat" in make_plan(Op.RECOVER_JOB, "A", "local", [], {"job": "ALIVE", "heartbeat": "FRESH"},
+                                    jobs=[job]).refused
+    assert "budget" in make_plan(Op.REQUEUE_JOB, "A", "local", [], {"job": "LOST", "budget": "SPENT", "run": "CUT"},
+                                 jobs=[job]).refused
+    assert "run" in make_plan(Op.REQUEUE_JOB, "A", "local", [], {"job": "LOST", "budget": "LEFT", "run": "ENDED"},
+                              jobs=[job]).refused
 
 
 class FakeCluster:
@@ -96,7 +98,7 @@ def test_guard_does_not_cancel_a_job_that_was_requeued_since_the_plan(tmp_path):
     t = JobTarget("c", "2", "cc.r", "2026-12-01T22:56:10", state="RUNNING")
     ctl = FakeCluster(JobInfo("2", None, None, "cc.r", "RUNNING", "2026-12-01T23:10:00", "vm"))
     guard = Guard({}, Audit(str(tmp_path)), jobs={"c": ctl})
-    plan = make_plan(Op.STOP_JOB, "A", "local", [t], {"job": "ALIVE"})
+    plan = make_plan(Op.STOP_JOB, "A", "local", [], {"job": "ALIVE"}, jobs=[t])
     out = asyncio.run(guard.execute(plan, Confirmation(True, "test")))
     assert not out.ok and ctl.cancelled == []
     assert "skipped-changed" in out.detail and "submit time" in out.detail
