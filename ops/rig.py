@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from ops.engines.overlay import effective_rig
 from ops.model import RigConfig
@@ -17,6 +18,26 @@ class LiveRig:
     config: RigConfig
     hosts: dict[str, Host]
     prober: Prober
+
+    _jobs: Any = None
+
+    async def job_of(self, side: str) -> dict | None:
+        """A scheduled side's job as the engine saw it on this beat (one squeue shared by all sides), with
+        the ports its job took followed (None for a process rig, or a side without a job)."""
+        if self.config.engine == "process":
+            return None
+        if self._jobs is None:
+            from ops.engines import engine_for
+            from ops.engines.beat import SharedObservation
+            self._jobs = SharedObservation(engine_for(self.config, self.hosts), self.config.poll_s / 2)
+        self.follow_jobs()
+        run = (await self._jobs.runs(self)).get(side)
+        if run is None:
+            return None
+        j = run.to_json()
+        job = j.get("job") or {}
+        return {"id": job.get("display_id"), "state": j["word"], "verdict": j["state"], "node": j["where"],
+                "submit_time": job.get("submit_time"), "evidence": j["evidence"]}
 
     def follow_jobs(self) -> None:
         """Scheduled sides: probe the ports/adapter their jobs took on their nodes (ops/engines/overlay.py).
