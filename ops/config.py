@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ops.model import EvaluatorConfig, HeartbeatConfig, HostConfig, RigConfig, ServerConfig, SideConfig
+from ops.model import EvaluatorConfig, HeartbeatConfig, HostConfig, RigConfig, ServerConfig, SideConfig, SlurmConfig
 
 # Evaluator arguments the console sets itself: letting config set them would let two sides share a server
 # or a TrafficManager, or trip the `--resume type=bool` trap.
@@ -166,7 +166,10 @@ _EVAL_KEYS = {"host": True, "conda_env": True, "cwd": True, "script": True, "rou
               "log": True, "tm_port": False, "args": False, "env": False, "max_attempts": False, "python": False}
 _SIDE_KEYS = {"server": True, "evaluator": True, "heartbeat": False, "expect_wall_game_min": False}
 _TOP_KEYS = {"version": True, "name": False, "state_dir": False, "conda": False, "poll_s": False,
-             "hosts": True, "sides": True}
+             "hosts": True, "sides": True, "engine": False, "slurm": False}
+_SLURM_KEYS = {"host": False, "cluster": False, "conf": False, "partition": False, "gres": False, "time_limit": False,
+               "requeue_budget": False, "array_throttle": False, "sbatch_args": False, "python": False}
+ENGINES = ("process", "slurm")
 
 
 def _read_host(r: _Reader, name: str, node: yaml.Node, base: Path) -> HostConfig | None:
@@ -378,6 +381,38 @@ def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str,
     return warnings
 
 
+def _read_slurm(r: _Reader, node: yaml.Node, base: Path, hosts: dict[str, HostConfig]) -> SlurmConfig | None:
+    """The `slurm:` block (engine: slurm). Names are checked here: a job name carries the rig's name."""
+    n_issues = len(r.issues)
+    m = r.mapping(node, "slurm", _SLURM_KEYS)
+    if m is None:
+        return None
+    kw: dict[str, Any] = {}
+    for k in ("host", "cluster", "python"):
+        if k in m:
+            kw[k] = r.scalar(m[k], f"slurm.{k}", str, conv=str)
+    for k in ("partition", "gres", "time_limit"):   # null: not asked for (gres: null = no GPU request)
+        if k in m:
+            v_node = m[k]
+            null = isinstance(v_node, yaml.ScalarNode) and _construct(v_node) is None
+            kw[k] = None if null else r.scalar(v_node, f"slurm.{k}", str, conv=str)
+    if "conf" in m:
+        v = r.scalar(m["conf"], "slurm.conf", str)
+        kw["conf"] = _expand(v, base) if v else None
+    for k in ("requeue_budget", "array_throttle"):
+        if k in m:
+            kw[k] = r.scalar(m[k], f"slurm.{k}", int, check=lambda v: None if v >= 0 else "must be >= 0")
+    if "sbatch_args" in m:
+        kw["sbatch_args"] = r.seq(m["sbatch_args"], "slurm.sbatch_args", str) or ()
+    host = kw.get("host") or "local"
+    if host not in hosts:
+        r.err(m.get("host") or node, "slurm.host", f"host {host!r} is not defined under hosts (the submit host "
+              f"runs sbatch/squeue; defined: {', '.join(sorted(hosts)) or 'none'})")
+    if len(r.issues) > n_issues:
+        return None
+    return SlurmConfig(**kw)
+
+
 def _child(node: yaml.Node, *keys: str) -> yaml.Node | None:
     for k in keys:
         if not isinstance(node, yaml.MappingNode):
@@ -443,6 +478,14 @@ def parse_config(text: str, file: str = "<config>") -> RigConfig:
             s = _read_side(r, sname, snode, base)
             if s is not None:
                 sides[sname] = s
+    engine = r.scalar(top["engine"], "engine", str, check=lambda v: None if v in ENGINES else
+                      f"must be one of {', '.join(ENGINES)}, got {v!r}") if "engine" in top else "process"
+    slurm = _read_slurm(r, top["slurm"], base, rig_hosts) if "slurm" in top else None
+    if engine == "slurm" and "slurm" not in top:
+        r.err(root, "slurm", "engine slurm needs a `slurm:` block (at least `slurm: {}`)")
+    if engine == "slurm" and name and not all(c.isalnum() or c in "-_" for c in str(name)):
+        r.err(top.get("name") or root, "name", "a SLURM rig's name goes into its job names: letters, digits, "
+              "'-' and '_' only")
     # Cross-checks run on whatever parsed, so one pass reports a bad port and a missing host together.
     warnings = _cross_checks(r, rig_hosts, sides, side_nodes)
     if r.issues:
@@ -450,4 +493,5 @@ def parse_config(text: str, file: str = "<config>") -> RigConfig:
     return RigConfig(path=str(Path(file).expanduser().resolve()) if not file.startswith("<") else file,
                      name=name or "rig", state_dir=_expand(state_dir or "~/.local/state/carla-console", base),
                      conda=conda or ("conda",), poll_s=poll_s or 1.0, hosts=rig_hosts, sides=sides,
-                     warnings=tuple(warnings))
+                     warnings=tuple(warnings), engine=engine or "process",
+                     slurm=(slurm or SlurmConfig()) if engine == "slurm" else slurm)

@@ -85,6 +85,21 @@ class SideConfig:
 
 
 @dataclass(frozen=True)
+class SlurmConfig:
+    """`slurm:` — the cluster a rig with `engine: slurm` runs its sides on (ops/engines/slurm.py)."""
+    host: str = "local"            # where sbatch/squeue/scontrol/scancel run (a host of the rig)
+    cluster: str = "slurm"         # the name targets and audit lines carry
+    conf: str | None = None        # SLURM_CONF for those clients (None: the environment's)
+    partition: str | None = None
+    gres: str | None = "gpu:1"     # per side; the job's GPU comes from this allocation
+    time_limit: str | None = None  # sbatch -t
+    requeue_budget: int = 3        # requeues of a lost job (node failure, time limit, killed from outside)
+    array_throttle: int = 0        # several sides submitted at once: one array, %k running at a time (0: no limit)
+    sbatch_args: tuple[str, ...] = ()
+    python: str = ""               # the interpreter the job runs the console with ("": this one)
+
+
+@dataclass(frozen=True)
 class RigConfig:
     path: str                      # the file it came from
     name: str
@@ -94,6 +109,8 @@ class RigConfig:
     hosts: dict[str, HostConfig]
     sides: dict[str, SideConfig]
     warnings: tuple[str, ...] = ()
+    engine: str = "process"        # 'process' (detached local harness) | 'slurm' (batch jobs)
+    slurm: SlurmConfig | None = None
 
     def side(self, name: str) -> SideConfig:
         return self.sides[name]

@@ -4,7 +4,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
+from ops.engines.overlay import effective_rig
 from ops.model import RigConfig
 from ops.platform.base import Host
 from ops.platform.factory import make_hosts
@@ -17,6 +19,32 @@ class LiveRig:
     hosts: dict[str, Host]
     prober: Prober
 
+    _jobs: Any = None
+
+    async def job_of(self, side: str) -> dict | None:
+        """A scheduled side's job as the engine saw it on this beat (one squeue shared by all sides), with
+        the ports its job took followed (None for a process rig, or a side without a job)."""
+        if self.config.engine == "process":
+            return None
+        if self._jobs is None:
+            from ops.engines import engine_for
+            from ops.engines.beat import SharedObservation
+            self._jobs = SharedObservation(engine_for(self.config, self.hosts), self.config.poll_s / 2)
+        self.follow_jobs()
+        run = (await self._jobs.runs(self)).get(side)
+        if run is None:
+            return None
+        j = run.to_json()
+        job = j.get("job") or {}
+        return {"id": job.get("display_id"), "state": j["word"], "verdict": j["state"], "node": j["where"],
+                "submit_time": job.get("submit_time"), "evidence": j["evidence"]}
+
+    def follow_jobs(self) -> None:
+        """Scheduled sides: probe the ports/adapter their jobs took on their nodes (ops/engines/overlay.py).
+        Cheap (one small file per side); call it before a poll."""
+        if self.config.engine != "process":
+            self.prober.rig = effective_rig(self.config)
+
     async def close(self) -> None:
         for h in self.hosts.values():
             await h.close()
@@ -25,7 +53,7 @@ class LiveRig:
 @asynccontextmanager
 async def open_rig(rig: RigConfig, rpc_every_s: float = 30.0) -> AsyncIterator[LiveRig]:
     hosts = await make_hosts(rig.hosts)
-    live = LiveRig(rig, hosts, Prober(rig, hosts, rpc_every_s=rpc_every_s))
+    live = LiveRig(rig, hosts, Prober(effective_rig(rig), hosts, rpc_every_s=rpc_every_s))
     try:
         yield live
     finally:

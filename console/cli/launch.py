@@ -21,7 +21,27 @@ def run(rig: RigConfig, args: argparse.Namespace) -> int:
     if args.side not in rig.sides:
         print(f"carla-console launch: no side {args.side!r} (sides: {', '.join(rig.sides)})", file=sys.stderr)
         return EXIT_USAGE
+    if rig.engine != "process" and not args.dry_run:
+        return asyncio.run(_submit(rig, args))
     return asyncio.run(_run(rig, args))
+
+
+async def _submit(rig: RigConfig, args: argparse.Namespace) -> int:
+    """A scheduled side: "start a side" is its engine's (a batch job; the harness runs in it, on the node,
+    and applies launch's checks there, before every attempt)."""
+    from ops.actions.guard import Confirmation
+    from ops.engines import engine_for
+    if not args.yes:
+        print(f"launch {args.side}: submits a {rig.engine} job; confirm with --yes", file=sys.stderr)
+        return EXIT_REFUSED
+    async with open_rig(rig) as live:
+        [started] = await engine_for(rig, live.hosts).start(live, [args.side], Confirmation(True, "--yes"))
+    if args.json:
+        print_json({"side": started.side, "ok": started.ok, "detail": started.detail, "refused": started.refused,
+                    "job": started.target.to_json() if started.target else None})
+    else:
+        print(f"{started.side}: {'submitted' if started.ok else 'REFUSED'}: {started.refused or started.detail}")
+    return EXIT_OK if started.ok else EXIT_REFUSED
 
 
 def _show(lp: LaunchPlan, as_json: bool, extra: dict | None = None) -> None:

@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("harness", help="(internal) the detached supervisor of one side's run")
     p.add_argument("side")
+    p = sub.add_parser("job-run", help="(internal) a side's SLURM job on its node")
+    p.add_argument("side", help="the side, or @FILE: a job array's sides, indexed by SLURM_ARRAY_TASK_ID")
+    p = sub.add_parser("jobs", help="the sides as the rig's engine runs them; --keep requeues lost jobs")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--keep", action="store_true", help="apply the requeue policy (slurm.requeue_budget)")
+    p.add_argument("--watch", type=float, default=0.0, metavar="S", help="repeat every S seconds")
 
     from console.cli import compare, results, split
     for planning in (results, compare, split):
@@ -56,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = ssub.add_parser("up")
     p.add_argument("--dir", required=True)
     p.add_argument("--no-evaluators", action="store_true", help="start only the servers")
+    p.add_argument("--sides", type=int, default=2, metavar="N", help="N sides (A..Z, then s01..)")
+    p.add_argument("--engine", choices=["process", "slurm"], default="process",
+                   help="slurm: the sides run as one job array on the cluster SLURM_CONF names")
+    p.add_argument("--throttle", type=int, default=0, metavar="K", help="slurm: at most K array tasks at once")
     p = ssub.add_parser("down")
     p.add_argument("--dir", required=True)
     p = ssub.add_parser("inject")
@@ -105,9 +115,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd == "status":
         from console.cli import status
         return asyncio.run(status.run(rig, as_json=args.json, rpc=not args.no_rpc))
-    if cmd in ("ports", "launch", "recover", "adapter", "reclaim", "harness"):
+    if cmd in ("ports", "launch", "recover", "adapter", "reclaim", "harness", "job-run", "jobs"):
         import importlib
-        return importlib.import_module(f"console.cli.{cmd}").run(rig, args)
+        return importlib.import_module(f"console.cli.{cmd.replace('-', '_')}").run(rig, args)
     print(f"carla-console: unknown command {cmd}", file=sys.stderr)
     return EXIT_USAGE
 

@@ -20,7 +20,38 @@ def run(rig: RigConfig, args: argparse.Namespace) -> int:
     if args.side not in rig.sides:
         print(f"carla-console recover: no side {args.side!r} (sides: {', '.join(rig.sides)})", file=sys.stderr)
         return EXIT_USAGE
+    if rig.engine != "process":
+        return asyncio.run(_run_job(rig, args))
     return asyncio.run(_run(rig, args))
+
+
+async def _run_job(rig: RigConfig, args: argparse.Namespace) -> int:
+    """A scheduled side: cancel its job by exact id (heartbeat STALE) and submit the side again."""
+    from ops.engines import engine_for
+    async with open_rig(rig) as live:
+        engine = engine_for(rig, live.hosts)
+        live.follow_jobs()
+        snap = await live.prober.side(args.side, rpc=False)
+        plan = await engine.stop_plan(live, args.side, heartbeat=snap.heartbeat.beat.value)
+        if args.dry_run:
+            if args.json:
+                print_json(plan.to_json())
+            else:
+                from console.cli.tty_confirm import render_plan
+                print("\n".join(render_plan(plan)))
+            return EXIT_REFUSED if plan.refused else EXIT_OK
+        conf = confirm(plan, args.yes)
+        if not conf.proceed:
+            return EXIT_REFUSED
+        outcome, started = await engine.recover(live, args.side, conf, plan)
+    if args.json:
+        print_json({**outcome.to_json(), "replaced_by": [{"side": s.side, "ok": s.ok, "detail": s.detail}
+                                                          for s in started]})
+    else:
+        print(outcome.detail or outcome.refused)
+        for s in started:
+            print(f"{s.side}: {'submitted' if s.ok else 'not submitted'}: {s.detail}")
+    return EXIT_OK if outcome.ok and all(s.ok for s in started) else EXIT_REFUSED
 
 
 def _print_steps(side: str, steps: tuple[Step, ...], refused: str | None) -> None:

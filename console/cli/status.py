@@ -8,11 +8,22 @@ from ops.rig import open_rig
 
 
 async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
+    jobs: dict[str, dict] = {}
     async with open_rig(rig) as live:
+        if rig.engine != "process":
+            from ops.engines import engine_for
+            obs = await engine_for(rig, live.hosts).observe(live)
+            jobs = {s: r.to_json() for s, r in obs.runs.items()}
         snaps = await live.prober.all(rpc=rpc)
     rig_eta = results_lines.rig_eta_json(snaps)
     if as_json:
-        print_json({"rig": rig.name, "sides": {n: s.to_json() for n, s in snaps.items()}, "eta": rig_eta})
+        out = {n: s.to_json() for n, s in snaps.items()}
+        for n, j in jobs.items():   # SLURM sides (design.md §3): the job's id and state, and its evidence
+            job = j.get("job") or {}
+            out[n]["job"] = {"id": job.get("display_id"), "state": j["word"], "verdict": j["state"],
+                             "node": j["where"], "submit_time": job.get("submit_time"),
+                             "restarts": job.get("restarts"), "evidence": j["evidence"]}
+        print_json({"rig": rig.name, "engine": rig.engine, "sides": out, "eta": rig_eta})
         return EXIT_OK
     rows = [("SIDE", "SERVER", "PID", "ADAPTER", "PORTS", "VRAM", "HEARTBEAT", "EVALUATOR", "PROGRESS", "DS", "IDLE")]
     for name, s in snaps.items():

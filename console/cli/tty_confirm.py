@@ -19,6 +19,11 @@ def render_plan(plan: Plan) -> list[str]:
     lines.append("  verdicts: " + " · ".join(f"{k} {v}" for k, v in plan.verdicts.items()))
     for e in plan.evidence:
         lines.append(f"    {e}")
+    if plan.jobs:
+        lines.append("  jobs:")
+        lines.append(f"    {'CLUSTER':10}  {'JOB':>10}  {'SUBMITTED':19}  {'STATE':10}  NAME")
+        for j in plan.jobs:
+            lines.append(f"    {j.cluster:10}  {j.job_id:>10}  {j.submit_time:19}  {j.state:10}  {j.name}")
     if plan.targets:
         lines.append("  targets (outer → inner):")
         lines.append(f"    {'PID':>7}  {'STARTED':19}  {'ROLE':9}  CMDLINE")

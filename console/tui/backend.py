@@ -76,7 +76,11 @@ class LiveBackend:
         return Guard(self.live.hosts, self._audit)
 
     async def probe(self, side: str, rpc: bool | None = None) -> SideSnapshot:
-        return await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
+        if self.rig.engine == "process":
+            return await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
+        job = await self.live.job_of(side)   # first: it follows the job's ports before the probe
+        snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
+        return dataclasses.replace(snap, job=job)
 
     def audit(self) -> list[dict[str, Any]] | None:
         try:

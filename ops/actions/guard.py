@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
 from ops.actions.audit import Audit
+from ops.actions.guard_jobs import JobControl, JobTarget, act_on_jobs
 from ops.platform.base import Host
 from ops.platform.procs import Proc
 from ops.platform.verbs import signal_if_same
@@ -27,6 +28,10 @@ class Op(str, Enum):
     ADAPTER_POLL = "adapter-poll"      # launch servers on candidate adapters (and stop the failed tries)
     STOP_OWN_LAUNCH = "stop-own-launch"  # undo a launch this operation made (pid + start time recorded at spawn)
     RELAUNCH = "relaunch"              # start an evaluator over an existing checkpoint
+    SUBMIT_JOB = "submit-job"          # start sides as scheduler jobs (engine slurm)
+    STOP_JOB = "stop-job"              # scancel a side's job (sim down, the operator's stop)
+    RECOVER_JOB = "recover-job"        # scancel a hung side's job, to replace it
+    REQUEUE_JOB = "requeue-job"        # requeue a job lost to a node failure / time limit / outside kill
 
     def __str__(self) -> str:
         return self.value
@@ -44,10 +49,16 @@ RULES: dict[Op, dict[str, frozenset[str]]] = {
     Op.STOP_OWN_LAUNCH: {"launch": frozenset({"OURS"})},
     Op.RELAUNCH: {"server": frozenset({"ALIVE"}), "evaluator": frozenset({"DEAD"}),
                   "checkpoint": frozenset({"OK", "ABSENT"}), "ports": frozenset({"CLEAR"})},
+    Op.SUBMIT_JOB: {"job": frozenset({"ABSENT"})},
+    Op.STOP_JOB: {"job": frozenset({"ALIVE"})},
+    Op.RECOVER_JOB: {"job": frozenset({"ALIVE"}), "heartbeat": frozenset({"STALE"})},
+    Op.REQUEUE_JOB: {"job": frozenset({"LOST"}), "budget": frozenset({"LEFT"}), "run": frozenset({"CUT"})},
 }
 
 # Operations whose targets are a process set the guard itself signals.
 KILL_OPS = frozenset({Op.STOP_CHAIN, Op.STOP_SERVER, Op.RECLAIM, Op.STOP_OWN_LAUNCH})
+# Operations on scheduler jobs the guard itself re-verifies and acts on (ops/actions/guard_jobs.py).
+JOB_OPS = frozenset({Op.STOP_JOB, Op.RECOVER_JOB, Op.REQUEUE_JOB})
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,7 @@ class Plan:
     action: str = ""                            # the exact command/act, in words
     refused: str | None = None
     needs_typed: bool = False                   # stopping a live server with a client: type the side name
+    jobs: tuple[JobTarget, ...] = ()            # the scheduler jobs a job operation acts on
 
     @property
     def allowed(self) -> bool:
@@ -90,7 +102,7 @@ class Plan:
         return {"op": self.op.value, "side": self.side, "host": self.host,
                 "targets": [t.to_json() for t in self.targets], "verdicts": dict(self.verdicts),
                 "evidence": list(self.evidence), "action": self.action, "refused": self.refused,
-                "needs_typed": self.needs_typed}
+                "needs_typed": self.needs_typed, **({"jobs": [j.to_json() for j in self.jobs]} if self.jobs else {})}
 
 
 def check_verdicts(op: Op, verdicts: Mapping[str, str]) -> str | None:
@@ -107,15 +119,23 @@ def check_verdicts(op: Op, verdicts: Mapping[str, str]) -> str | None:
     return None
 
 
-def make_plan(op: Op, side: str, host: str, targets: list[Target] | tuple[Target, ...],
+def make_plan(op: Op, side: str, host: str, targets: Sequence[Target],
               verdicts: Mapping[str, str], evidence: tuple[str, ...] = (), action: str = "",
-              precondition: str | None = None, needs_typed: bool = False) -> Plan:
+              precondition: str | None = None, needs_typed: bool = False,
+              jobs: Sequence[JobTarget] = ()) -> Plan:
     refused = check_verdicts(op, verdicts) or precondition
     if refused is None and op in KILL_OPS and not targets:
         refused = "nothing to stop: the plan has no target"
+    if refused is None and op in JOB_OPS and not jobs:
+        refused = "nothing to act on: the plan has no job"
+    if refused is None and op in KILL_OPS and jobs:
+        refused = f"{op} signals processes; a job is stopped with {Op.STOP_JOB}"
+    if refused is None and op in JOB_OPS and targets:
+        refused = f"{op} acts on jobs; a process target belongs to a process operation"
     if refused is None and any(t.cmdline is None for t in targets):
         refused = "a target's cmdline is unreadable: its role cannot be confirmed"
-    return Plan(op, side, host, tuple(targets), dict(verdicts), evidence, action, refused, needs_typed)
+    return Plan(op, side, host, tuple(targets), dict(verdicts), evidence, action, refused, needs_typed,
+                tuple(jobs))
 
 
 @dataclass(frozen=True)
@@ -154,8 +174,10 @@ Action = Callable[[Plan], Awaitable[tuple[bool, str]]]
 
 
 class Guard:
-    def __init__(self, hosts: Mapping[str, Host], audit: Audit, grace_s: float = 10.0, kill_wait_s: float = 5.0):
+    def __init__(self, hosts: Mapping[str, Host], audit: Audit, grace_s: float = 10.0, kill_wait_s: float = 5.0,
+                 jobs: Mapping[str, JobControl] | None = None):
         self.hosts = hosts
+        self.jobs: Mapping[str, JobControl] = jobs or {}
         self.audit = audit
         self.grace_s = grace_s
         self.kill_wait_s = kill_wait_s
@@ -171,6 +193,8 @@ class Guard:
             return self._refuse(plan, "not confirmed", conf)
         if plan.needs_typed and conf.typed != plan.side:
             return self._refuse(plan, f"type the side name ({plan.side}) to stop a server that has a client", conf)
+        if plan.op in JOB_OPS:
+            return await self._job_op(plan, conf, action)
         if plan.op in KILL_OPS:
             # On disk before the first signal: a console killed mid-plan still leaves the trace of what it
             # was about to signal, and the next console's audit view shows an unfinished plan.
@@ -195,6 +219,21 @@ class Guard:
             self._audit(plan, conf, "error", f"{type(e).__name__}: {e}", ())
             raise
         line = self._audit(plan, conf, "done" if ok else "failed", detail, ())
+        return Outcome(plan, True, ok, None, (), detail, line)
+
+    async def _job_op(self, plan: Plan, conf: Confirmation, action: Action | None) -> Outcome:
+        """Jobs: on disk first, then per target re-verify (id, name, submit time, state) → act → verify."""
+        self._audit(plan, conf, "started", "acting on the jobs", ())
+        ok, results = await act_on_jobs(plan.op.value, list(plan.jobs), self.jobs)
+        detail = "; ".join(f"job {t.job_id}: {o} ({d})" for t, o, d in results)
+        if action is not None and ok:
+            ok, more = await action(plan)
+            detail = f"{detail}; {more}"
+        line = self.audit.write({
+            "side": plan.side, "host": plan.host, "operation": plan.op.value,
+            "outcome": "done" if ok else "incomplete", "detail": detail, "verdicts": dict(plan.verdicts),
+            "action": plan.action, "confirmation": {"proceed": conf.proceed, "via": conf.via},
+            "targets": [{**t.to_json(), "outcome": o, "detail": d} for t, o, d in results]})
         return Outcome(plan, True, ok, None, (), detail, line)
 
     async def _changed(self, targets: tuple[Target, ...]) -> str:

@@ -40,6 +40,7 @@ class SideSnapshot:
     took_ms: float = 0.0
     adapter_record: dict | None = None   # the last adapter polling accepted (state_dir/sides/SIDE/adapter.json)
     results: LiveResults | None = None   # ETA by town, DS/SR so far, fake-success (ops/results/live.py)
+    job: dict | None = None              # a scheduled side's job (ops/engines: id, state, node), else None
 
     @property
     def idle(self) -> bool:

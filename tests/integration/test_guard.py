@@ -10,7 +10,18 @@ import time
 import pytest
 
 from ops.actions.audit import Audit
-from ops.actions.guard import KILL_OPS, RULES, Confirmation, Guard, Op, Target, check_verdicts, make_plan
+from ops.actions.guard import (
+    JOB_OPS,
+    KILL_OPS,
+    RULES,
+    Confirmation,
+    Guard,
+    JobTarget,
+    Op,
+    Target,
+    check_verdicts,
+    make_plan,
+)
 from ops.platform.local import LocalHost
 from ops.platform.procs import read_proc
 
@@ -24,6 +35,9 @@ VALUES = {
     "vram": ["READ", "UNKNOWN"],
     "launch": ["OURS", "UNKNOWN"],
     "checkpoint": ["OK", "ABSENT", "MISMATCH", "UNKNOWN"],
+    "job": ["ABSENT", "ALIVE", "DEAD", "LOST", "UNKNOWN"],
+    "budget": ["LEFT", "SPENT", "UNKNOWN"],
+    "run": ["CUT", "ENDED", "UNKNOWN"],
 }
 CASES = [(op, combo) for op in Op
          for combo in itertools.product(*(VALUES[k] for k in RULES[op]))]
@@ -33,11 +47,18 @@ def _target(pid: int = 4242) -> Target:
     return Target("local", pid, 1.0, "evaluator", ("python", "x.py"))
 
 
+def _plan(op: Op, verdicts: dict[str, str]):
+    """A job operation's target is a job; every other operation's a process."""
+    if op in JOB_OPS:
+        return make_plan(op, "A", "local", [], verdicts, jobs=[JobTarget("c", "4242", "cc.r.A", "2026-12-01T00:00:00")])
+    return make_plan(op, "A", "local", [_target()], verdicts)
+
+
 @pytest.mark.parametrize("op,combo", CASES, ids=[f"{op.value}-{'-'.join(c)}" for op, c in CASES])
 def test_every_verdict_for_every_operation(op: Op, combo: tuple[str, ...]) -> None:
     verdicts = dict(zip(RULES[op], combo))
     expected_ok = all(v in RULES[op][k] for k, v in verdicts.items())
-    plan = make_plan(op, "A", "local", [_target()], verdicts)
+    plan = _plan(op, verdicts)
     assert plan.allowed is expected_ok, (verdicts, plan.refused)
     if "UNKNOWN" in combo:
         assert not plan.allowed and "UNKNOWN" in plan.refused

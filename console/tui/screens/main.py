@@ -19,6 +19,9 @@ from textual.widgets import Footer
 from widgets.event_log import EventLog
 from widgets.rig_header import RigHeader
 from widgets.side_pane import SidePane
+from widgets.side_table import SideRow, SideTable
+
+TABLE_FROM = 5   # this many sides and more: a table of sides and one detail pane (tens of sides, 80×24)
 
 SAFE_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("g", "reprobe", "Probe"),
@@ -62,15 +65,23 @@ class MainScreen(Screen):
         self.sides = sides
         self.read_only = read_only
         self.selected = sides[0] if sides else ""
+        self.tabular = len(sides) >= TABLE_FROM
+        self.rows: dict[str, SideRow] = {}
 
     def compose(self) -> ComposeResult:
         header = RigHeader(id="rig-header")
         header.rig_name = self.rig_name
         header.read_only = self.read_only
         yield header
-        with SideList(id="sides"):
-            for name in self.sides:
-                yield SidePane(name)
+        if self.tabular:
+            table = SideTable(self.sides)
+            self.rows = {s: SideRow(s, table, self._detail) for s in self.sides}
+            yield table
+            yield SidePane(self.selected)
+        else:
+            with SideList(id="sides"):
+                for name in self.sides:
+                    yield SidePane(name)
         yield EventLog(id="event-log")
         yield Footer(compact=True)
 
@@ -78,14 +89,36 @@ class MainScreen(Screen):
         if self.sides:
             self.pane(self.sides[0]).focus()
 
-    def pane(self, side: str) -> SidePane:
+    def pane(self, side: str) -> SidePane | SideRow:
+        if self.tabular:
+            return self.rows[side]
         return self.query_one(f"#side-{side}", SidePane)
+
+    def _detail(self, side: str, snap: object) -> None:
+        """The detail pane shows the selected side (a table of sides: one pane for all)."""
+        if side != self.selected:
+            return
+        pane = self.query_one(SidePane)
+        row = self.rows[side]
+        if pane.side != side:
+            pane.side = side
+            pane.border_title = side
+        pane.show(row.snap)
+        pane.greyed = row.greyed
+        pane.ports = row.ports
+
+    def on_side_table_chosen(self, msg: SideTable.Chosen) -> None:
+        self.selected = msg.side
+        self._detail(msg.side, None)
 
     def on_side_pane_selected(self, msg: SidePane.Selected) -> None:
         self.selected = msg.side
 
     def action_select(self, step: int) -> None:
         if not self.sides:
+            return
+        if self.tabular:
+            self.query_one(SideTable).step(step)
             return
         i = self.sides.index(self.selected) if self.selected in self.sides else 0
         self.pane(self.sides[(i + step) % len(self.sides)]).focus()

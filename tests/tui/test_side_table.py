@@ -1,0 +1,87 @@
+"""Tens of sides at 80×24: the table of sides (widgets/side_table.py) with the selected side's pane."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from console.tui.app import ConsoleApp
+from ops.model import HostConfig, RigConfig
+from ops.tristate import Beat
+from tests.tui.fakes import FakeBackend, side_config, snapshot
+from widgets.side_pane import SidePane
+from widgets.side_table import SideTable
+
+N = 24
+
+
+def many_sides() -> FakeBackend:
+    names = [f"s{i + 1:02d}" for i in range(N)]
+    rig = RigConfig(path="/etc/rig.yaml", name="big-rig", state_dir="/nonexistent/state", conda=("conda",),
+                    poll_s=1.0, hosts={"local": HostConfig("local", "local")},
+                    sides={n: side_config(n, 3000 + 10 * i, 9000 + i) for i, n in enumerate(names)})
+    b = FakeBackend(rig=rig)
+    for i, n in enumerate(names):   # progress i % 10 of 10; every fifth side hung, with a job id
+        snap = snapshot(rig.sides[n], done=i % 10, beat=Beat.STALE if i % 5 == 4 else Beat.FRESH,
+                        age_s=1600.0 if i % 5 == 4 else 2.0)
+        b.snaps[n] = replace(snap, job={"id": f"{100 + i}", "state": "RUNNING", "node": "node7"})
+    return b
+
+
+def cells(app: ConsoleApp) -> list[list[str]]:
+    t = app.main.query_one(SideTable).table
+    return [[str(getattr(c, "plain", c)) for c in t.get_row_at(r)] for r in range(t.row_count)]
+
+
+async def test_many_sides_are_a_sortable_filterable_table_with_a_detail_pane() -> None:
+    b = many_sides()
+    app = ConsoleApp(b, poll=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for side in b.rig.sides:
+            app.show_snapshot(b.snaps[side])
+        await pilot.pause(0.2)
+        table = app.main.query_one(SideTable)
+        assert table.region.height >= 5 and table.region.width == 80   # usable at 80×24
+        rows = cells(app)
+        assert len(rows) == N
+        assert rows[4][0] == "s05" and "STALE" in rows[4][1] and rows[4][2] == "4/10" and rows[4][3] == "27m"
+        assert rows[0][4] == "100@node7 RUNNING"
+        assert len(app.main.query(SidePane)) == 1                    # one pane: the selected side's detail
+
+        # Select by keys: the detail pane follows, and the app's actions act on that side.
+        await pilot.press("down", "down")
+        await pilot.pause(0.1)
+        assert app.main.selected == "s03"
+        assert app.main.query_one(SidePane).border_title == "s03"
+        await pilot.press("g")
+        await pilot.pause(0.1)
+        assert ("probe", "s03", True) in b.calls
+
+        # Sort: `s` moves to the STATE column (FRESH before STALE), then PROGRESS.
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        states = [r[1] for r in cells(app)]
+        assert states == sorted(states)
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        assert [r[2] for r in cells(app)][:3] == ["0/10", "0/10", "0/10"]
+        assert app.main.selected == "s03"                             # the selection survives a sort
+
+        # Filter: `/` then words; only the hung sides stay; Esc brings every row back.
+        await pilot.press("slash", *"stale")
+        await pilot.pause(0.2)
+        rows = cells(app)
+        assert len(rows) == N // 5 and all("STALE" in r[1] for r in rows)
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert len(cells(app)) == N
+
+
+async def test_a_greyed_side_says_why_in_its_row() -> None:
+    b = many_sides()
+    app = ConsoleApp(b, poll=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for side in b.rig.sides:
+            app.show_snapshot(b.snaps[side])
+        app.main.pane("s07").greyed = "poll timed out after 5 s: last values shown"
+        await pilot.pause(0.1)
+        row = next(r for r in cells(app) if r[0] == "s07")
+        assert row[1].startswith("UNKNOWN poll timed out")
