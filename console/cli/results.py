@@ -120,7 +120,7 @@ async def _rig(args: argparse.Namespace, rig) -> int:
         fake = fake_check(records, floor)
         side_merged = merge(side_routes, [src for src in read.sources if src.label == f"side:{s.side}"],
                             retired=s.retired) if side_routes else None
-        eta = estimate(side_routes, records) if side_routes else None
+        eta = estimate(side_routes, records, s.retired) if side_routes else None
         sides[s.side] = {
             "checkpoint": s.checkpoint_path, "routes": s.routes_path, "errors": list(s.errors),
             "total": side_merged.total if side_merged else None,
