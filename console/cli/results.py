@@ -14,6 +14,7 @@ from ops.results import render
 from ops.results.attempts import route_attempts
 from ops.results.eta import estimate
 from ops.results.fake_success import check as fake_check
+from ops.results.live import hours
 from ops.results.load import load_files, read_rig, read_routes
 from ops.results.merge import merge
 from ops.results.routes_xml import union
@@ -81,6 +82,19 @@ def _files(args: argparse.Namespace) -> int:
     return EXIT_FINDING if _finding(merged, fake) else EXIT_OK
 
 
+def _side_line(name: str, m, eta, fake, errors) -> str:
+    if m is None:
+        return f"side {name}: routes file unreadable" + (f" ({errors[0]})" if errors else "")
+    line = f"side {name}: recorded {m.recorded}/{m.total}"
+    if m.ds_recorded is not None:
+        line += f"   DS so far {m.ds_recorded:.2f}   SR so far {100 * (m.sr_recorded or 0):.1f}%"
+    if eta is not None and eta.eta_s is not None:
+        line += "   ETA done" if eta.routes_left == 0 else f"   ETA {hours(eta.eta_s)} (on {eta.rests_on} routes)"
+    if fake.flagged:
+        line += f"   FAKE SUCCESS? {fake.message}"
+    return line
+
+
 async def _rig(args: argparse.Namespace, rig) -> int:
     names = args.side or list(rig.sides)
     unknown = [n for n in names if n not in rig.sides]
@@ -98,6 +112,7 @@ async def _rig(args: argparse.Namespace, rig) -> int:
     merged = merge(routes, read.sources, retired=retired)
     sides: dict[str, dict] = {}
     flagged = None
+    side_lines: list[str] = []
     for s in read.sides:
         records = s.checkpoint.records if s.checkpoint else ()
         side_routes = s.routes.routes if s.routes is not None else ()
@@ -105,7 +120,7 @@ async def _rig(args: argparse.Namespace, rig) -> int:
         fake = fake_check(records, floor)
         side_merged = merge(side_routes, [src for src in read.sources if src.label == f"side:{s.side}"],
                             retired=s.retired) if side_routes else None
-        eta = estimate(side_routes, records) if side_routes else None
+        eta = estimate(side_routes, records, s.retired) if side_routes else None
         sides[s.side] = {
             "checkpoint": s.checkpoint_path, "routes": s.routes_path, "errors": list(s.errors),
             "total": side_merged.total if side_merged else None,
@@ -117,12 +132,16 @@ async def _rig(args: argparse.Namespace, rig) -> int:
             "attempts": s.attempts, "retired": list(s.retired)}
         if fake.flagged:
             flagged = fake
+        side_lines.append(_side_line(s.side, side_merged, eta, fake, s.errors))
     attempts = route_attempts(merged, read.route_failures)
     data = render.to_json(merged, routes_files=[s.routes_path for s in read.sides] if override is None
                           else [args.routes], sources=[src.label for src in read.sources], fake=flagged,
                           attempts=attempts)
     data["sides"] = sides
+    data["fake_success_sides"] = [n for n, d in sides.items() if d["fake_success"]["flagged"]]
     data["errors"] = list(read.errors)
+    if not (args.json or args.csv):
+        print("\n".join(side_lines))
     _emit(args, merged, data, flagged, attempts)
     for e in read.errors:
         print(f"warning: {e}", file=sys.stderr)

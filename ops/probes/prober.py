@@ -207,7 +207,9 @@ class Prober:
             got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
             lines = tuple(got or ())
         # Recomputed only when the checkpoint changed (once a route): no I/O on an ordinary poll.
-        results = await self.live_results.get(ev_host, side, ev.checkpoint.checkpoint, ev.checkpoint.missing, timeout)
+        retired = tuple(str(r) for r in (getattr(ev.harness, "retired", None) or ()))
+        results = await self.live_results.get(ev_host, side, ev.checkpoint.checkpoint, ev.checkpoint.missing, timeout,
+                                              retired)
         snap = SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
                             adapter_record=self._adapter_record(name, server), results=results)
         self._remember(snap)

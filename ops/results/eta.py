@@ -44,10 +44,11 @@ def town_wall(routes: Sequence[RouteInfo], records: Iterable[RouteRecord]) -> To
     return TownWall.from_samples(samples)
 
 
-def estimate(routes: Sequence[RouteInfo], records: Iterable[RouteRecord]) -> Eta:
-    """ETA of one side: every route of its routes file without a finished record, by its town's mean."""
+def estimate(routes: Sequence[RouteInfo], records: Iterable[RouteRecord], retired: Iterable[str] = ()) -> Eta:
+    """ETA of one side: every route of its routes file without a finished record, by its town's mean.
+    Routes the supervisor retired will not be run again: they cost nothing."""
     recs = list(records)
-    done = {route_key(r.route_id) for r in recs if r.finished}
+    done = {route_key(r.route_id) for r in recs if r.finished} | {route_key(str(r)) for r in retired}
     model = town_wall(routes, recs)
     left = [r for r in routes if r.route_id not in done]
     eta = sum(model.expected_s(r.town, r.length_m) for r in left)

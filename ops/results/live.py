@@ -6,6 +6,7 @@ if its size or mtime moved. A checkpoint caught half-written keeps the last answ
 """
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,11 +45,11 @@ class LiveResults:
 
 
 def summarise(routes: RoutesTable | None, cp: Checkpoint | None, floor: float | None,
-              routes_error: str | None = None) -> LiveResults:
+              routes_error: str | None = None, retired: tuple[str, ...] = ()) -> LiveResults:
     records = [r for r in (cp.records if cp else ()) if r.finished]
     ds = [r.score_composed or 0.0 for r in records]
     return LiveResults(
-        eta=estimate(routes.routes, records) if routes is not None else None, recorded=len(records),
+        eta=estimate(routes.routes, records, retired) if routes is not None else None, recorded=len(records),
         ds_so_far=sum(ds) / len(ds) if ds else None,
         sr_so_far=sum(is_success(r) for r in records) / len(records) if records else None,
         fake=check(records, floor), routes_error=routes_error, routes=routes)
@@ -57,7 +58,7 @@ def summarise(routes: RoutesTable | None, cp: Checkpoint | None, floor: float | 
 class LiveResultsCache:
     def __init__(self, on_fake_success: Callable[[str, FakeSuccess], None] | None = None) -> None:
         self._routes: dict[str, tuple[tuple[float | None, int | None], RoutesTable]] = {}
-        self._last: dict[str, tuple[object, LiveResults]] = {}
+        self._last: dict[str, tuple[object, tuple[str, ...], LiveResults]] = {}
         # Called once when a side becomes flagged (not on every poll while it stays flagged): the hook a
         # notifier plugs into (see fake_success.event_fields). A failing hook never fails a poll.
         self.on_fake_success = on_fake_success
@@ -65,17 +66,18 @@ class LiveResultsCache:
         self.hook_error: str | None = None    # the last failure of on_fake_success, kept as evidence
 
     async def get(self, host: Host, side: SideConfig, cp: Checkpoint | None, cp_missing: bool,
-                  timeout: float) -> LiveResults | None:
-        """None only before anything could be computed (a half-written checkpoint on the first poll)."""
+                  timeout: float, retired: tuple[str, ...] = ()) -> LiveResults | None:
+        """None only before anything could be computed (a half-written checkpoint on the first poll).
+        retired: the route ids the side's supervisor retired (left out of the ETA)."""
         key = cp if cp is not None else ("missing" if cp_missing else None)
         last = self._last.get(side.name)
         if key is None:
-            return last[1] if last else None
-        if last is not None and last[0] is key:
-            return last[1]
+            return last[2] if last else None
+        if last is not None and last[0] is key and last[1] == retired:
+            return last[2]
         routes, err = await self._routes_table(host, side, timeout)
-        value = summarise(routes, cp, side_floor(side), err)
-        self._last[side.name] = (key, value)
+        value = summarise(routes, cp, side_floor(side), err, retired)
+        self._last[side.name] = (key, retired, value)
         self._alarm(side.name, value.fake)
         return value
 
@@ -104,7 +106,12 @@ class LiveResultsCache:
         ft = await read_text(host, path, timeout, limit=ROUTES_MAX)
         if ft.text is None:
             return None, ft.error or f"{path}: no such file"
-        table = parse_routes_table(ft.text.encode("utf-8"))
+        # A parse of the 220 routes takes ~0.1 s of Python callbacks: in a thread, so the UI's loop keeps
+        # drawing (the GIL is handed over every few ms); bounded like every other read of the poll.
+        try:
+            table = await asyncio.wait_for(asyncio.to_thread(parse_routes_table, ft.text.encode("utf-8")), timeout)
+        except asyncio.TimeoutError:
+            return None, f"{path}: parsing took longer than {timeout} s"
         if isinstance(table, ParseError):
             return None, f"{path}: {table.reason}"
         self._routes[cache_key] = ((st.mtime, st.size), table)

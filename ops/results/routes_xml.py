@@ -82,11 +82,19 @@ def parse_routes_table(data: bytes) -> RoutesTable | ParseError:
     if not data.strip():
         return ParseError.of(WHAT, "empty file")
     parser = xml.parsers.expat.ParserCreate()
+    parser.buffer_text = True   # character data is not needed: fewer callbacks
     routes: list[RouteInfo] = []
     cur: dict = {}
 
     def start(tag: str, attrs: dict[str, str]) -> None:
-        if tag == "route":
+        # Positions are most of the elements (~15,000 in the 220 routes): their branch comes first.
+        if tag == "position" and cur:
+            try:
+                cur["points"].append((float(attrs["x"]), float(attrs["y"]), float(attrs["z"])))
+            except (KeyError, ValueError):
+                raise _Refused(f"<position> (line {parser.CurrentLineNumber}) of route {cur['id']} "
+                               "lacks a numeric x, y or z") from None
+        elif tag == "route":
             if cur:
                 raise _Refused(f"<route> nested in <route> (line {parser.CurrentLineNumber})")
             rid, town = attrs.get("id"), attrs.get("town")
@@ -94,12 +102,6 @@ def parse_routes_table(data: bytes) -> RoutesTable | ParseError:
                 raise _Refused(f"<route> #{len(routes) + 1} (line {parser.CurrentLineNumber}) lacks id or town")
             cur.update(id=rid, town=town, type=None, seen_scenario=False, points=[],
                        start=parser.CurrentByteIndex, line=parser.CurrentLineNumber)
-        elif tag == "position" and cur:
-            try:
-                cur["points"].append(tuple(float(attrs[k]) for k in ("x", "y", "z")))
-            except (KeyError, ValueError):
-                raise _Refused(f"<position> (line {parser.CurrentLineNumber}) of route {cur['id']} "
-                               "lacks a numeric x, y or z") from None
         elif tag == "scenario" and cur and not cur["seen_scenario"]:
             cur["seen_scenario"] = True
             cur["type"] = attrs.get("type")

@@ -64,7 +64,9 @@ def test_rig_results_merge_sides_and_name_the_duplicates(tmp_path):
     assert out["sides"]["a"]["fake_success"]["flagged"] is True      # ~6x wall/game under a floor of 8x
     assert out["sides"]["b"]["fake_success"]["flagged"] is False     # no floor configured
     assert out["sides"]["a"]["eta"]["routes_left"] == 192 and out["sides"]["a"]["eta"]["rests_on"] == 28
-    assert out["errors"] == []
+    assert out["errors"] == [] and out["fake_success_sides"] == ["a"]
+    text = _cli("-c", str(cfg), "results").stdout
+    assert "side a: recorded 28/220" in text and "FAKE SUCCESS?" in text and "side b: recorded 2/220" in text
 
 
 def test_rig_results_one_side_and_a_missing_checkpoint(tmp_path):

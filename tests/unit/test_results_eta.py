@@ -113,3 +113,11 @@ sides:
     assert not (await cache.get(host, side, parse_checkpoint(json.dumps(slow)), False, 5.0)).fake.flagged
     await cache.get(host, side, parse_checkpoint(raw), False, 5.0)
     assert len(fired) == 2
+
+
+def test_retired_routes_cost_nothing():
+    done = [record("1", "Town12", 3000.0)]
+    with_all = estimate(ROUTES, done)
+    retired = estimate(ROUTES, done, retired=["RouteScenario_2_rep0", "4"])
+    assert retired.routes_left == with_all.routes_left - 2
+    assert retired.eta_s == pytest.approx(with_all.eta_s - 2 * 3000.0)
