@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ops.parse.checkpoint import RouteRecord
 
-EVENT_KIND = "fake_success"
+EVENT_KIND = "fake-success"   # the supervisor's event kinds are hyphenated (route-retired, gave-up)
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,9 @@ def check(records: Iterable[RouteRecord], floor: float | None) -> FakeSuccess:
 
 def event_fields(side: str, fake: FakeSuccess) -> dict[str, str]:
     """The fields of the notification for a flagged side, in the shape of ops/notify.py's NotifyEvent(kind,
-    side, title, body). HOOK: until ops/notify.py is on main nothing sends it; the owner of the Notifier
-    passes `lambda side, fake: notifier.send(NotifyEvent(**event_fields(side, fake)))` as
-    LiveResultsCache(on_fake_success=...)."""
+    side, title, body). HOOK: the process that owns a Notifier and a Prober (the supervisor, which polls its
+    side through live.prober) sets, once,
+    `live.prober.live_results.on_fake_success = lambda side, fake: harness.event(EVENT_KIND, fake.message)`
+    (or `notifier.send(NotifyEvent(**event_fields(side, fake)))`); the cache calls it once per transition
+    into the flagged state."""
     return {"kind": EVENT_KIND, "side": side, "title": f"{side}: fake success?", "body": fake.message}

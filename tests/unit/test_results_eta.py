@@ -105,7 +105,7 @@ sides:
     again = await cache.get(host, side, parse_checkpoint(raw), False, 5.0)   # a new route, still flagged
     assert first is not None and first.fake.flagged and again is not None and again.fake.flagged
     assert first.eta is not None and first.eta.routes_left == 192
-    assert len(fired) == 1 and fired[0]["kind"] == "fake_success" and fired[0]["side"] == "a"
+    assert len(fired) == 1 and fired[0]["kind"] == "fake-success" and fired[0]["side"] == "a"
     assert "below this model's floor 8x" in fired[0]["body"]
     slow = json.loads(raw)
     for rec in slow["_checkpoint"]["records"]:
