@@ -57,3 +57,7 @@ def test_status_eta_ds_so_far_and_fake_success(rig_dir: Path) -> None:
     assert seen["sides"]["A"]["results"]["fake_success"]["flagged"] is True
     assert seen["sides"]["B"]["results"]["fake_success"]["flagged"] is False
     assert seen["eta"]["rests_on"] >= 4 and seen["eta"]["eta_s"] is not None
+    human = subprocess.run([*CLI, "-c", str(cfg), "status", "--no-rpc"], capture_output=True, text=True, timeout=60)
+    assert human.returncode == 0, human.stderr
+    assert "A: DS " in human.stdout and "SR " in human.stdout and "A: FAKE SUCCESS?" in human.stdout
+    assert "B: FAKE SUCCESS?" not in human.stdout
