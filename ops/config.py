@@ -13,7 +13,16 @@ from typing import Any
 
 import yaml
 
-from ops.model import EvaluatorConfig, HeartbeatConfig, HostConfig, RigConfig, ServerConfig, SideConfig, SlurmConfig
+from ops.model import (
+    EvaluatorConfig,
+    HeartbeatConfig,
+    HostConfig,
+    ResourcesConfig,
+    RigConfig,
+    ServerConfig,
+    SideConfig,
+    SlurmConfig,
+)
 
 # Evaluator arguments the console sets itself: letting config set them would let two sides share a server
 # or a TrafficManager, or trip the `--resume type=bool` trap.
@@ -158,18 +167,23 @@ def _expand(path: str, base: Path) -> str:
 
 _HOST_KEYS = {"type": True, "os": False, "address": False, "port": False, "user": False, "known_hosts": False,
               "client_keys": False, "connect_timeout_s": False, "powershell": False, "nvidia_smi": False,
-              "netsh": False, "vram_source": False}
+              "netsh": False, "vram_source": False, "memory_floor_mb": False}
 _SERVER_KEYS = {"host": True, "command": True, "rpc_port": True, "adapter": False, "adapter_candidates": False,
                 "vram_min_delta_mb": False, "start_wait_s": False, "probe_timeout_s": False,
                 "managed_by_evaluator": False, "auto_start": False}
 _EVAL_KEYS = {"host": True, "conda_env": True, "cwd": True, "script": True, "routes": True, "checkpoint": True,
-              "log": True, "tm_port": False, "args": False, "env": False, "max_attempts": False, "python": False}
-_SIDE_KEYS = {"server": True, "evaluator": True, "heartbeat": False, "expect_wall_game_min": False}
+              "log": True, "tm_port": False, "args": False, "env": False, "max_attempts": False, "python": False,
+              "debug_run": False, "share_server_gpu": False}
+_SIDE_KEYS = {"server": True, "evaluator": True, "heartbeat": False, "expect_wall_game_min": False,
+              "vram_budget_mb": False}
 _TOP_KEYS = {"version": True, "name": False, "state_dir": False, "conda": False, "poll_s": False,
-             "hosts": True, "sides": True, "engine": False, "slurm": False}
+             "hosts": True, "sides": True, "engine": False, "slurm": False,
+             "resources": False}
 _SLURM_KEYS = {"host": False, "cluster": False, "conf": False, "partition": False, "gres": False, "time_limit": False,
                "requeue_budget": False, "array_throttle": False, "sbatch_args": False, "python": False}
 ENGINES = ("process", "slurm")
+_RESOURCES_KEYS = {"disk_warning_mb": False, "disk_critical_mb": False, "memory_floor_mb": False,
+                   "preflight_timeout_s": False}
 
 
 def _read_host(r: _Reader, name: str, node: yaml.Node, base: Path) -> HostConfig | None:
@@ -208,6 +222,8 @@ def _read_host(r: _Reader, name: str, node: yaml.Node, base: Path) -> HostConfig
     if "vram_source" in m:
         kw["vram_source"] = r.scalar(m["vram_source"], f"{key}.vram_source", str, check=lambda v: None if v in (
             "auto", "nvml", "nvidia-smi") else f"must be auto, nvml or nvidia-smi, got {v!r}")
+    if "memory_floor_mb" in m:
+        kw["memory_floor_mb"] = r.scalar(m["memory_floor_mb"], f"{key}.memory_floor_mb", int, check=_positive)
     if len(r.issues) > n_issues:
         return None
     return HostConfig(**kw)
@@ -312,10 +328,35 @@ def _read_evaluator(r: _Reader, key: str, node: yaml.Node, base: Path) -> Evalua
         kw["max_attempts"] = r.scalar(m["max_attempts"], f"{key}.max_attempts", int, check=_positive)
     if "python" in m:
         kw["python"] = r.scalar(m["python"], f"{key}.python", str)
+    for flag in ("debug_run", "share_server_gpu"):
+        if flag in m:
+            kw[flag] = r.scalar(m[flag], f"{key}.{flag}", bool)
     if len(r.issues) > n_issues or any(kw.get(k) is None for k in ("host", "conda_env", "cwd", "script", "routes",
                                                                      "checkpoint", "log")):
         return None
     return EvaluatorConfig(**kw)
+
+
+def _read_resources(r: _Reader, node: yaml.Node) -> ResourcesConfig | None:
+    m = r.mapping(node, "resources", _RESOURCES_KEYS)
+    if m is None:
+        return None
+    kw: dict[str, Any] = {}
+    for k in ("disk_warning_mb", "disk_critical_mb", "memory_floor_mb"):
+        if k in m:
+            kw[k] = r.scalar(m[k], f"resources.{k}", int, check=_positive)
+    if "preflight_timeout_s" in m:
+        kw["preflight_timeout_s"] = r.scalar(m["preflight_timeout_s"], "resources.preflight_timeout_s", float,
+                                             check=_positive)
+    if any(v is None for v in kw.values()):
+        return None
+    res = ResourcesConfig(**kw)
+    if res.disk_critical_mb > res.disk_warning_mb:
+        r.err(m.get("disk_critical_mb") or node, "resources.disk_critical_mb",
+              f"{res.disk_critical_mb} is above disk_warning_mb {res.disk_warning_mb}: the critical floor is the "
+              "lower one")
+        return None
+    return res
 
 
 def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig | None:
@@ -336,10 +377,15 @@ def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig
     floor = None
     if "expect_wall_game_min" in m:
         floor = r.scalar(m["expect_wall_game_min"], f"{key}.expect_wall_game_min", float, check=_positive)
+    budget = None
+    if "vram_budget_mb" in m:
+        budget = r.scalar(m["vram_budget_mb"], f"{key}.vram_budget_mb", int, check=_positive)
+        if budget is None:
+            return None
     if server is None or evaluator is None:
         return None
     return SideConfig(name=name, server=server, evaluator=evaluator, heartbeat=heartbeat,
-                      expect_wall_game_min=floor)
+                      expect_wall_game_min=floor, vram_budget_mb=budget)
 
 
 def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str, SideConfig],
@@ -356,6 +402,13 @@ def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str,
         if side.evaluator.tm_port in side.server.ports:
             r.err(_child(snode, "evaluator", "tm_port"), f"sides.{name}.evaluator.tm_port",
                   f"TM port {side.evaluator.tm_port} collides with this side's server ports {list(side.server.ports)}")
+    for name, side in sides.items():
+        if side.debug_level >= 1 and side.evaluator.debug_run:
+            warnings.append(f"side {name} is a DEBUGGING run (--debug {side.debug_level}, evaluator.debug_run): "
+                            "the route is drawn into the camera images; its scores are not the benchmark's")
+        elif side.debug_level >= 1:
+            warnings.append(f"side {name}: --debug {side.debug_level} in evaluator.args draws the route into the "
+                            "camera images; launch refuses it unless evaluator.debug_run is true")
     names = list(sides)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -461,6 +514,7 @@ def parse_config(text: str, file: str = "<config>") -> RigConfig:
         "~/.local/state/carla-console"
     conda = _argv(r, top["conda"], "conda") if "conda" in top else ("conda",)
     poll_s = r.scalar(top["poll_s"], "poll_s", float, check=_positive) if "poll_s" in top else 1.0
+    resources = _read_resources(r, top["resources"]) if "resources" in top else ResourcesConfig()
     rig_hosts: dict[str, HostConfig] = {}
     if "hosts" in top:
         for hname, _k, hnode in r.names(top["hosts"], "hosts"):
@@ -494,4 +548,5 @@ def parse_config(text: str, file: str = "<config>") -> RigConfig:
                      name=name or "rig", state_dir=_expand(state_dir or "~/.local/state/carla-console", base),
                      conda=conda or ("conda",), poll_s=poll_s or 1.0, hosts=rig_hosts, sides=sides,
                      warnings=tuple(warnings), engine=engine or "process",
-                     slurm=(slurm or SlurmConfig()) if engine == "slurm" else slurm)
+                     slurm=(slurm or SlurmConfig()) if engine == "slurm" else slurm,
+                     resources=resources or ResourcesConfig())

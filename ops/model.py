@@ -25,6 +25,7 @@ class HostConfig:
     nvidia_smi: tuple[str, ...] = ("nvidia-smi",)
     netsh: tuple[str, ...] = ("netsh",)
     vram_source: VramSource = "auto"   # auto: nvml on local hosts, nvidia-smi elsewhere
+    memory_floor_mb: int | None = None   # free host memory below this warns (None: resources.memory_floor_mb)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,10 @@ class EvaluatorConfig:
     env: tuple[tuple[str, str], ...] = ()
     max_attempts: int = 3
     python: str = "python"
+    # --debug >= 1 draws the route into camera images: refused unless the operator says this run is for
+    # debugging (then it is labelled a debugging run everywhere, never a score).
+    debug_run: bool = False
+    share_server_gpu: bool = False   # the model may run on the GPU its server renders on
 
     def path(self, rel: str) -> str:
         """A path of this evaluator resolved against its cwd (POSIX: evaluators run on Linux/WSL)."""
@@ -78,6 +83,18 @@ class SideConfig:
     evaluator: EvaluatorConfig
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     expect_wall_game_min: float | None = None   # fake-success floor of this side's model; None: no alarm
+    vram_budget_mb: int | None = None   # server + model on its GPU; launch refuses when it does not fit
+
+    @property
+    def debug_level(self) -> int:
+        """The evaluator's --debug from the config's args (0 when absent or not a number)."""
+        for key, value in self.evaluator.args:
+            if key == "debug":
+                try:
+                    return int(value)
+                except ValueError:
+                    return 0
+        return 0
 
     @property
     def planned_ports(self) -> tuple[int, int, int, int]:
@@ -100,6 +117,21 @@ class SlurmConfig:
 
 
 @dataclass(frozen=True)
+class ResourcesConfig:
+    disk_warning_mb: int = 20480    # free space on a checkpoint/log/state filesystem below this warns
+    disk_critical_mb: int = 2048    # below this no new attempt starts (a rewritten checkpoint would truncate)
+    memory_floor_mb: int | None = None   # per host; None: 6144 on Windows hosts, 2048 elsewhere
+    preflight_timeout_s: float = 60.0    # conda start + imports of carla, the agent and torch
+
+    def memory_floor(self, host: HostConfig) -> int:
+        if host.memory_floor_mb is not None:
+            return host.memory_floor_mb
+        if self.memory_floor_mb is not None:
+            return self.memory_floor_mb
+        return 6144 if host.os == "windows" else 2048
+
+
+@dataclass(frozen=True)
 class RigConfig:
     path: str                      # the file it came from
     name: str
@@ -111,6 +143,7 @@ class RigConfig:
     warnings: tuple[str, ...] = ()
     engine: str = "process"        # 'process' (detached local harness) | 'slurm' (batch jobs)
     slurm: SlurmConfig | None = None
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
     def side(self, name: str) -> SideConfig:
         return self.sides[name]

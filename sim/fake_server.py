@@ -158,12 +158,19 @@ class FakeServer:
                 # A reset peer or garbage on the wire: drop this connection, keep serving others.
                 return
 
+    def _version(self) -> str:
+        """D/sim/servers/<N>.version, when present, is what this server answers (a UE5 0.10 server, say)."""
+        try:
+            return self.layout.server_version(self.opts.rpc_port).read_text().strip() or SERVER_VERSION
+        except OSError:
+            return SERVER_VERSION
+
     def handle(self, msg: object) -> bytes | None:
         if not (isinstance(msg, list) and msg and msg[0] == rpc.REQUEST and len(msg) == 4):
             return None  # notifications ([2, method, params]) and junk get no reply
         _, msgid, method, _params = msg
         if method == "version":
-            return rpc.response(msgid, rpc.ok(SERVER_VERSION))
+            return rpc.response(msgid, rpc.ok(self._version()))
         return rpc.response(msgid, rpc.error(f"unknown method {method}"))
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import ops
+from sim import envs as sim_envs
 from sim import routes as routes_mod
 from sim.layout import PROJECT_NAME, SimLayout, write_json_atomic, write_text_atomic
 from sim.ledger import default_gpus
@@ -42,14 +43,19 @@ from sim.fake_evaluator import main
 sys.exit(main(sys.argv[1:], {root!r}))
 '''
 
-_AGENT_STUB = '''"""A stand-in agent file for the simulated evaluator (it only checks that the file exists)."""
+_AGENT_STUB = '''"""A stand-in agent file for the simulated evaluator (it only checks that the file exists).
+
+It imports what a real Bench2Drive agent imports at module level (the preflight imports it, never builds it).
+"""
+import wandb  # noqa: F401  (wandb 0.16.3 imports pkg_resources: the setuptools>=81 trap)
+from leaderboard.autoagents import autonomous_agent
 
 
 def get_entry_point():
     return "SimAgent"
 
 
-class SimAgent:
+class SimAgent(autonomous_agent.AutonomousAgent):
     pass
 '''
 
@@ -114,6 +120,8 @@ def write_sim_config(layout: SimLayout, *, gpus: dict[str, Any] | None,
         ENV_NOCARLA: {"prefix": str(root_prefix / "envs" / ENV_NOCARLA), "python": sys.executable,
                       "pythonpath": [str(nocarla)]},
     }
+    envs.update(sim_envs.write_env_files(layout, root_prefix))
+    envs[ENV_CARLA]["pythonpath"] = sim_envs.healthy_path(layout)
     for env in envs.values():
         prefix = Path(str(env["prefix"]))
         (prefix / "conda-meta").mkdir(parents=True, exist_ok=True)
@@ -128,6 +136,7 @@ def write_work_dir(layout: SimLayout, side: str, n_routes: int) -> Path:
         d.mkdir(parents=True, exist_ok=True)
     write_text_atomic(work / EVALUATOR_SCRIPT, _EVALUATOR_STUB.format(root=str(layout.root), repo=REPO_ROOT))
     write_text_atomic(work / "agent.py", _AGENT_STUB)
+    sim_envs.write_tree(work)
     write_text_atomic(work / "ckpt" / "model.ckpt", "sim: not a real model\n")
     write_text_atomic(work / "routes.xml", routes_mod.routes_xml(n_routes))
     return work

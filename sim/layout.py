@@ -9,6 +9,8 @@
     D/sim/gpus.json            fake GPUs and what each -graphicsadapter index does
     D/sim/gpu/<pid>.json       the VRAM ledger: one entry per rendering server process
     D/sim/servers/<port>.mode  'hang' makes the server on that RPC port accept but never answer
+    D/sim/servers/<port>.version  the version that server answers instead of 0.9.15
+    D/sim/site, D/sim/pf/...   what the preflight failure envs are made of (sim/envs.py)
     D/sim/nvidia-smi.mode      ok | na | fail | hang
     D/sim/netsh.mode           ok | fail | hang
     D/sim/conda.mode           ok | hang
@@ -137,6 +139,9 @@ class SimLayout:
 
     def server_mode(self, rpc_port: int) -> Path:
         return self.server_modes / f"{rpc_port}.mode"
+
+    def server_version(self, rpc_port: int) -> Path:
+        return self.server_modes / f"{rpc_port}.version"
 
     def fault_file(self, side: str) -> Path:
         return self.faults / side

@@ -28,6 +28,7 @@ from typing import Any
 import psutil
 import yaml
 
+from sim import envs as sim_envs
 from sim import install, rpc
 from sim import ports as ports_mod
 from sim.layout import SimLayout, read_json, write_json_atomic, write_text_atomic
@@ -100,7 +101,9 @@ def _side(layout: SimLayout, side: str) -> SideState:
 def side_env(layout: SimLayout, st: SideState) -> dict[str, str]:
     """The evaluator env the sim needs (also written into rig.yaml for the console's launches)."""
     return {"CARLA_SIM_FAULTS": str(layout.fault_file(st.name)), "SIM_ROUTE_S": f"{st.route_s:g}",
-            "SIM_TICK_S": f"{st.tick_s:g}", "CARLA_SIM_SIDE": st.name}
+            "SIM_TICK_S": f"{st.tick_s:g}", "CARLA_SIM_SIDE": st.name,
+            # Bench2Drive's run_evaluation.sh exports its two trees the same way.
+            "PYTHONPATH": os.pathsep.join(sim_envs.tree_paths(Path(st.work)))}
 
 
 def running(dir: str | Path) -> list[ProcRecord]:

@@ -26,6 +26,8 @@ from sim.ledger import GpuSpec
 DEFAULT_NETSH = ("Protocol tcp Port Exclusion Ranges\r\n\r\nStart Port    End Port      \r\n"
                  "----------    --------      \r\n        80          80      \r\n"
                  "      5986        5986      \r\n\r\n* - Administered port exclusions.\r\n\r\n")
+# Win32_OperatingSystem's counters are KiB: 5.5 GiB free of 32 GiB (a host below the 6 GiB floor).
+DEFAULT_MEMORY = '{"FreePhysicalMemory":5767168,"TotalVisibleMemorySize":33554432}'
 # nvidia-smi lists NVIDIA GPUs only; the second one's memory is unreadable ([N/A], as under some WDDM setups).
 DEFAULT_GPUS = "0, NVIDIA GeForce RTX 4090, 1024, 24564\r\n1, NVIDIA RTX A2000, [N/A], [N/A]\r\n"
 DEFAULT_XML_GPUS = (GpuSpec(0, "NVIDIA GeForce RTX 4090", 24564, 1024, "GPU-4090"),
@@ -42,7 +44,8 @@ class FakeWindowsHost(Host):
 
     def __init__(self, name: str = "win", *, processes_json: str, flavor: str = "ps51",
                  netsh_text: str = DEFAULT_NETSH, nvsmi_gpus: str = DEFAULT_GPUS, nvsmi_apps: str = "", nvsmi_xml_text: str | None = None,
-                 listen_json: str = "[]", established: Mapping[int, str] | None = None) -> None:
+                 listen_json: str = "[]", established: Mapping[int, str] | None = None,
+                 memory_json: str = DEFAULT_MEMORY) -> None:
         if flavor not in ("ps51", "ps7"):
             raise ValueError("flavor is ps51 or ps7")
         self.name = name
@@ -57,6 +60,7 @@ class FakeWindowsHost(Host):
         self.nvsmi_apps = nvsmi_apps
         self.nvsmi_xml = nvsmi_xml() if nvsmi_xml_text is None else nvsmi_xml_text
         self.listen_json = listen_json
+        self.memory_json = memory_json
         self.established = dict(established or {})
         self.scripts: list[str] = []                     # run_powershell scripts, in order
         self.runs: list[tuple[str, ...]] = []            # run() argvs, in order
@@ -94,6 +98,8 @@ class FakeWindowsHost(Host):
             return Result(argv, None, error=f"timeout after {float(timeout)} s", timed_out=True)
         if "Stop-Process" in script:
             return Result(argv, 0, stdout=self._stop(script) + "\r\n")
+        if "Get-CimInstance Win32_OperatingSystem" in script:
+            return Result(argv, 0, stdout=self.memory_json)
         if "Get-CimInstance Win32_Process" in script:
             return Result(argv, 0, stdout=self._listing())
         if "Get-NetTCPConnection" in script and "-State Listen" in script:

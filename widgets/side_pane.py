@@ -72,6 +72,11 @@ class SidePane(Vertical, can_focus=True):
         for part in self._parts:
             part.show(snap)
         if snap is not None:
+            # A --debug run opted in by evaluator.debug_run is never a score: the pane says so (issue 21).
+            title = f"{self.side} · DEBUGGING RUN" if snap.side.debug_level >= 1 and snap.side.evaluator.debug_run \
+                else self.side
+            if self.border_title != title:
+                self.border_title = title
             subtitle = f"{snap.side.server.host} / {snap.side.evaluator.host}"
             if self.border_subtitle != subtitle:   # every assignment repaints the whole pane
                 self.border_subtitle = subtitle

@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dry-run", action="store_true")
         p.add_argument("--json", action="store_true")
         p.add_argument("--yes", action="store_true", help="confirm (never overrides UNKNOWN)")
+    p = sub.add_parser("preflight", help="check each side's env, versions, imports, GPU and resources")
+    p.add_argument("side", nargs="?")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("adapter", help="adapter polling")
     p.add_argument("side")
     p.add_argument("--yes", action="store_true")
@@ -115,7 +118,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd == "status":
         from console.cli import status
         return asyncio.run(status.run(rig, as_json=args.json, rpc=not args.no_rpc))
-    if cmd in ("ports", "launch", "recover", "adapter", "reclaim", "harness", "job-run", "jobs"):
+    if cmd in ("ports", "launch", "recover", "adapter", "reclaim", "harness", "job-run", "jobs", "preflight"):
         import importlib
         return importlib.import_module(f"console.cli.{cmd.replace('-', '_')}").run(rig, args)
     print(f"carla-console: unknown command {cmd}", file=sys.stderr)

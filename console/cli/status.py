@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from console.cli.exits import EXIT_OK, print_json
 from ops.model import RigConfig
+from ops.probes.resources import resources_now
 from ops.results import live as results_lines
 from ops.rig import open_rig
 
@@ -15,6 +16,7 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
             obs = await engine_for(rig, live.hosts).observe(live)
             jobs = {s: r.to_json() for s, r in obs.runs.items()}
         snaps = await live.prober.all(rpc=rpc)
+        res = await resources_now(live, snaps)
     rig_eta = results_lines.rig_eta_json(snaps)
     if as_json:
         out = {n: s.to_json() for n, s in snaps.items()}
@@ -23,7 +25,8 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
             out[n]["job"] = {"id": job.get("display_id"), "state": j["word"], "verdict": j["state"],
                              "node": j["where"], "submit_time": job.get("submit_time"),
                              "restarts": job.get("restarts"), "evidence": j["evidence"]}
-        print_json({"rig": rig.name, "engine": rig.engine, "sides": out, "eta": rig_eta})
+        print_json({"rig": rig.name, "engine": rig.engine, "sides": out, "eta": rig_eta,
+                    "resources": res.to_json()})
         return EXIT_OK
     rows = [("SIDE", "SERVER", "PID", "ADAPTER", "PORTS", "VRAM", "HEARTBEAT", "EVALUATOR", "PROGRESS", "DS", "IDLE")]
     for name, s in snaps.items():
@@ -43,6 +46,8 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for w in res.warnings():
+        print(f"warning: {w}")
     for name, s in snaps.items():
         if s.results is not None:
             print(f"{name}: {results_lines.pane_line(s.results)}")

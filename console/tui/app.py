@@ -71,6 +71,9 @@ def _detach_terminal() -> None:
     os.close(null)
 
 
+RESOURCES_EVERY_S = 30.0   # disks and memory move slowly; nvidia-smi costs a few hundred ms
+
+
 class ConsoleApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "carla-console"
@@ -129,12 +132,33 @@ class ConsoleApp(App[int]):
                 self.main.pane(side).greyed = f"rig not opened: {e}"
             return
         self.feed_audit(first=True)
+        for w in self.backend.rig.warnings:   # config warnings (a DEBUGGING run among them) once at start
+            self.note(f"config: {w}")
         self._tick_on_beat()
         for side in self.sides:
             self._poll_wake[side] = asyncio.Event()
             self.run_worker(self._poll_loop(side), group=f"poll-{side}", exit_on_error=False)
             if self.poll_enabled:
                 self._start_poll(side, None)
+        if self.poll_enabled and hasattr(self.backend, "resources"):
+            self.run_worker(self._resources_loop(), group="resources", exit_on_error=False)
+
+    async def _resources_loop(self) -> None:
+        """Disk, memory, VRAM budget and foreign GPU load warnings (issue 21) into the event log, each once
+        when it appears and once when it clears; a reading that fails says so, it never blocks a poll."""
+        shown: set[str] = set()
+        while True:
+            await asyncio.sleep(RESOURCES_EVERY_S)
+            try:
+                now = set(await asyncio.wait_for(self.backend.resources(dict(self.snaps)), RESOURCES_EVERY_S))
+            except Exception as e:
+                self.note(f"resources: cannot read ({type(e).__name__}: {e})")
+                continue
+            for w in sorted(now - shown):
+                self.note(f"resources: {w}")
+            for w in sorted(shown - now):
+                self.note(f"resources: cleared: {w}")
+            shown = now
 
     def _install_signals(self) -> None:
         # SIGHUP (the SSH session or the terminal went away) and SIGTERM end the console only: runs are

@@ -135,6 +135,11 @@ class LiveBackend:
     def recovery(self, side: str) -> LiveRecovery:
         return LiveRecovery(self, side)
 
+    async def resources(self, snaps: dict[str, Any]) -> list[str]:
+        """The resource guards' warnings (issue 21) beside the latest snapshots."""
+        from ops.probes.resources import resources_now
+        return (await resources_now(self.live, snaps)).warnings()
+
 
 def launch_view(lp: Any) -> Plan:
     """The guard plan of a LaunchPlan with what the operator needs to judge it: the checks, the resume

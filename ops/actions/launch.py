@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ops.actions import resume as rr
 from ops.actions.audit import Audit
+from ops.actions.gate import launch_gate
 from ops.actions.guard import Confirmation, Guard, Op, Outcome, Plan, make_plan
 from ops.actions.runplan import RunPlan, plan_runs
 from ops.model import RigConfig, SideConfig
@@ -109,6 +110,7 @@ class LaunchPlan:
     runplan: RunPlan = field(default_factory=lambda: RunPlan("nothing", (), (), "not planned"), hash=False)
     subset: SubsetRun | None = None          # mode subset: the run's own routes file and checkpoint
     routes_bytes: bytes | None = field(default=None, repr=False, hash=False)
+    gate: dict | None = field(default=None, repr=False, hash=False)   # preflight + resources (issue 21)
 
     @property
     def allowed(self) -> bool:
@@ -129,7 +131,7 @@ class LaunchPlan:
                 "harness_argv": list(self.harness_argv),
                 "checkpoint": {"verdict": self.decision.verdict, "completed": self.decision.completed,
                                "total": self.decision.total, "routes": self.decision.routes},
-                "verdicts": dict(self.plan.verdicts)}
+                "verdicts": dict(self.plan.verdicts), **(self.gate or {})}
 
 
 # ---- checks ---------------------------------------------------------------------------------------
@@ -332,6 +334,8 @@ async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None
         RunPlan("nothing", (), (), "remote checkpoint not read"), None)
     if rp.refused:
         checks.append(Check("runs", "refused", rp.refused))
+    gate = await launch_gate(live, side, snap)   # issue 21: preflight, VRAM budget, disk floor
+    checks += [Check(c.name, c.status, c.detail) for c in gate.checks]
     verdicts = {"server": srv_word, "evaluator": ev_word, "checkpoint": decision.verdict, "ports": port_word}
     failing = [c for c in checks if c.status != "ok"]
     refused = "; ".join(c.detail for c in failing) or None
@@ -344,14 +348,14 @@ async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None
                 f"resume: {decision.reason}", f"runs ({rp.mode}): {rp.reason}",
                 f"runs: {' '.join(rp.runs) or 'none'}", f"overwrites: {' '.join(rp.overwrites) or 'none'}",
                 f"backup: {backup or 'none (no checkpoint)'}",
-                *(f"{c.name}: {c.status}: {c.detail}" for c in checks))
+                *(f"{c.name}: {c.status}: {c.detail}" for c in checks), *gate.lines())
     hargv = harness_argv(rig, side)
     plan = make_plan(Op.RELAUNCH, side, sc.evaluator.host, (), verdicts, evidence=evidence,
                      action=f"start the detached harness `{' '.join(hargv)}`",
                      precondition=refused)
     return LaunchPlan(side, tuple(argv), evaluator_env(sc), sc.evaluator.cwd, decision, backup,
                       refused or plan.refused, tuple(checks), plan, tuple(hargv), cp.data, rp, subset,
-                      routes_bytes)
+                      routes_bytes, gate.to_json())
 
 
 # ---- executing ------------------------------------------------------------------------------------

@@ -99,6 +99,8 @@ class SideSnapshot:
             "eta_s": live["eta_s"] if live else None,
             "eta_routes": live["eta_routes"] if live else None,   # done routes the ETA rests on
             "results": live,
+            # --debug >= 1 opted in by evaluator.debug_run: its scores are not the benchmark's (issue 21).
+            "debug_run": self.side.debug_level >= 1 and self.side.evaluator.debug_run,
         }
 
 
