@@ -26,6 +26,7 @@ from ops.model import RigConfig, SideConfig
 from ops.platform.base import Host, ScriptUnavailable
 from ops.platform.pinned import python_argv
 from ops.probes.gpuview import GpuRow, GpuView
+from ops.probes.server import server_address
 
 SCRIPT = "preflight.py"
 STAGES = ("python", "carla", "modules", "agent", "torch")
@@ -301,13 +302,6 @@ def decide(side: SideConfig, facts: dict[str, dict], why: str, server_gpu: GpuRo
 
 def agent_arg(side: SideConfig) -> str | None:
     return next((v for k, v in side.evaluator.args if k in ("agent", "a")), None)
-
-
-def server_address(hosts: dict[str, Host], side: SideConfig) -> str:
-    """The server's address as the evaluator host sees it."""
-    if side.server.host == side.evaluator.host:
-        return "127.0.0.1"
-    return hosts[side.server.host].tcp_address
 
 
 def server_gpu(view: GpuView | None, server_pids: set[int], one_gpu_ok: bool = True) -> tuple[GpuRow | None, str]:
