@@ -3,6 +3,8 @@
 `plan_launch` (and so the dry-run, the TUI's launch modal and the harness before every attempt) asks
 `launch_gate`; a FAIL or UNKNOWN refuses the launch with its evidence. Below the critical disk floor no
 new attempt starts: a checkpoint rewritten on a full disk is truncated, and with it the run's record.
+The harness asks with alert=True (nobody is watching it): its refusals for disk or VRAM budget are alerts
+(notify_hook); a dry-run, the CLI and the TUI show theirs to the operator who asked.
 """
 from __future__ import annotations
 
@@ -70,17 +72,17 @@ def disk_check(rig: RigConfig, disks: list[FsReading]) -> GateCheck:
                      "; ".join(d.line() for d in disks))
 
 
-async def launch_gate(live, side: str, snap) -> Gate:
+async def launch_gate(live, side: str, snap, *, alert: bool = False) -> Gate:
     """Every side's snapshot (for the GPU's owners), the resources, then the preflight in the side's env.
     A gate that breaks refuses (UNKNOWN, with the error), it never lets a launch through unchecked."""
     try:
-        return await _gate(live, side, snap)
+        return await _gate(live, side, snap, alert)
     except Exception as e:
         return Gate((GateCheck("preflight", "unknown", f"preflight/resource gate failed: {type(e).__name__}: {e}"),),
                     None, None)
 
 
-async def _gate(live, side: str, snap) -> Gate:
+async def _gate(live, side: str, snap, alert: bool) -> Gate:
     rig: RigConfig = live.config
     sc = rig.side(side)
     timeout = max(s.server.probe_timeout_s for s in rig.sides.values())
@@ -104,7 +106,7 @@ async def _gate(live, side: str, snap) -> Gate:
     b = budget_check(res.budgets.get(side))
     if b is not None:
         checks.append(b)
-    for c in checks:
+    for c in checks if alert else ():
         if c.status == "refused" and c.name in ("disk", "vram-budget"):
             await notify_hook(rig, f"{c.name}-refused", side, f"[{rig.name}] {side}: launch refused ({c.name})",
                               c.detail)

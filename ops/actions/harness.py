@@ -92,7 +92,7 @@ class Harness:
         while True:
             if self.stop.is_set():
                 return self._stopped()
-            lp = await plan_launch(live, self.state.side)
+            lp = await plan_launch(live, self.state.side, alert=True)   # nobody watches: alert on refusal
             if self.stop.is_set():
                 return self._stopped()
             if not lp.allowed and needs_server(lp, self.sc) and not polled:

@@ -311,7 +311,7 @@ async def side_snapshot(live: LiveRig, side: str) -> tuple[SideSnapshot, dict[st
 
 
 async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None = None,
-                      retired: Collection[str] = ()) -> LaunchPlan:
+                      retired: Collection[str] = (), alert: bool = False) -> LaunchPlan:
     """Everything a launch of `side` would do, and whether it is refused. Reads only."""
     rig: RigConfig = live.config
     sc = rig.side(side)
@@ -334,7 +334,8 @@ async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None
         RunPlan("nothing", (), (), "remote checkpoint not read"), None)
     if rp.refused:
         checks.append(Check("runs", "refused", rp.refused))
-    gate = await launch_gate(live, side, snap)   # issue 21: preflight, VRAM budget, disk floor
+    # issue 21: preflight, VRAM budget, disk floor; alert: the unattended harness notifies its refusals
+    gate = await launch_gate(live, side, snap, alert=alert)
     checks += [Check(c.name, c.status, c.detail) for c in gate.checks]
     verdicts = {"server": srv_word, "evaluator": ev_word, "checkpoint": decision.verdict, "ports": port_word}
     failing = [c for c in checks if c.status != "ok"]

@@ -5,6 +5,8 @@ every record, and the alert names the filesystem.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +18,11 @@ import pytest
 import yaml
 
 from tests.support.evalops_sim import REPO, cli, done_records, harness_state, sim_rig, wait_until
+
+# The alert goes out through S2's notifier to a real local HTTP endpoint once both are in the tree; until
+# then the alert is the line in state_dir/alerts.jsonl (asserted either way).
+NOTIFY = importlib.util.find_spec("ops.notify") is not None and \
+    importlib.util.find_spec("tests.support.http_sink") is not None
 
 
 @pytest.fixture
@@ -41,8 +48,12 @@ def fill_to(mnt: Path, free_mb: int) -> None:
 def test_below_the_critical_floor_no_new_attempt_starts_and_the_checkpoint_is_intact(tmp_path: Path,
                                                                                     tmpfs: Path) -> None:
     d = tmp_path / "sim"
-    with sim_rig(d, sides=("A",), routes=30) as rig_yaml:
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(importlib.import_module("tests.support.http_sink").HttpSink()) if NOTIFY else None
+        rig_yaml = stack.enter_context(sim_rig(d, sides=("A",), routes=30))
         cfg = yaml.safe_load(rig_yaml.read_text())
+        if sink is not None:
+            cfg["notify"] = [sink.url]
         (tmpfs / "results").mkdir()   # the evaluator never creates the checkpoint's folder
         ev = cfg["sides"]["A"]["evaluator"]
         ev["checkpoint"], ev["log"] = str(tmpfs / "results" / "result.json"), str(tmpfs / "logs" / "eval.log")
@@ -81,6 +92,10 @@ def test_below_the_critical_floor_no_new_attempt_starts_and_the_checkpoint_is_in
 
         alerts = [json.loads(line) for line in (d / "state" / "alerts.jsonl").read_text().splitlines()]
         assert any(a["kind"] == "disk-refused" and a["side"] == "A" and f"local:{tmpfs}" in a["body"] for a in alerts)
+        if sink is not None:
+            def names_fs(msgs: list[dict]) -> bool:
+                return any(f"local:{tmpfs}" in json.dumps(m) for m in msgs)
+            assert names_fs(sink.wait_for(names_fs, 20)), sink.snapshot()
         # A launch by hand is refused the same way.
         out = cli(rig_yaml, "launch", "A", "--dry-run", "--json", timeout=120)
         assert out.returncode == 3 and f"local:{tmpfs} CRITICAL" in json.loads(out.stdout)["refused"]
