@@ -2,7 +2,7 @@
 
     # ~/.config/carla-console/keymap.yaml  (or --keymap FILE)
     launch: ctrl+l          # one key, or several: "ctrl+l,f5"
-    detail: d,enter,space
+    detail: i,enter,space
 
 The ids are those of the bindings (console/tui/screens/main.py and the app): `keymap_ids()` lists them.
 Applied with Textual's App.set_keymap. Every mistake (unknown id, a value that is not a key string, bad

@@ -220,7 +220,7 @@ async def test_detail_view_shows_argv_attempts_and_the_log() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.2)
         app.show_snapshot(b.snaps["A"])
-        await pilot.press("d")
+        await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail view")
         await until(pilot, lambda: ("log_lines", "A", 50) in b.calls, "the log read")
         await pilot.pause(0.2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -158,7 +159,8 @@ def test_demo_comes_up_runs_both_sides_and_cleans_up_on_quit(tmp_path: Path) -> 
     app = tmux.pane
     try:
         # The event log is fed from the audit trail once a second: wait for its lines too.
-        up = tmux.wait(lambda t: t.count("server ALIVE") == 2 and t.count("eval   ALIVE running") == 2
+        # Counted in the panes (a line that starts at a border): the event log may name the words too.
+        up = tmux.wait(lambda t: len(re.findall(r"[║│] server ALIVE", t)) == 2 and t.count("eval   ALIVE running") == 2
                        and "A launch done" in t and "B launch done" in t, 60, "both demo sides running")
         assert up.count("FRESH") >= 2, up
         demo_dirs = list(tmp_path.glob("carla-console-demo-*"))

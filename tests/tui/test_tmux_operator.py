@@ -70,7 +70,8 @@ def test_story_kill_plan_tokens_refused_launch_and_q_from_recovery(tmp_path: Pat
                       "A's exit-code line")
 
             # A hangs: STALE in the event log, then the kill plan shows the side's tokens.
-            tmux.wait(lambda t: "A evaluator running" in flat(t) or "attempt 2" in flat(t), 60, "A's attempt 2")
+            tmux.wait(lambda t: "A evaluator running: pid" in flat(t).split("exit code", 1)[-1]
+                      and "eval   ALIVE running  attempt 2/" in t, 60, "A's attempt 2 running")
             inject(d, "A", "hang")
             tmux.wait(lambda t: "A heartbeat STALE" in flat(t), 60, "A's STALE line")
             tmux.keys("r")

@@ -1,4 +1,4 @@
-"""`d` / Enter: one side in full — every process of it with its whole argv, the harness's attempts with
+"""`i` / Enter: one side in full — every process of it with its whole argv, the harness's attempts with
 their exit codes, and the log's last 50 lines. Read-only: nothing here acts. Esc steps back."""
 from __future__ import annotations
 
