@@ -31,6 +31,14 @@ def flat(screen: str) -> str:
     return " ".join(screen.split())
 
 
+def a_beat(screen: str, width: int) -> str:
+    """Side A's heartbeat line: the first pane (the top one at 80 columns, the left one at 120)."""
+    for line in screen.splitlines():
+        if "beat   [" in line:
+            return line[: width // 2] if width >= 100 else line
+    return ""
+
+
 def launch(rig_yaml: Path, side: str) -> None:
     from tests.support.evalops_sim import cli
     res = cli(rig_yaml, "launch", side, "--yes")
@@ -72,8 +80,11 @@ def test_story_kill_plan_tokens_refused_launch_and_q_from_recovery(tmp_path: Pat
             # A hangs: STALE in the event log, then the kill plan shows the side's tokens.
             tmux.wait(lambda t: "A evaluator running: pid" in flat(t).split("exit code", 1)[-1]
                       and "eval   ALIVE running  attempt 2/" in t, 60, "A's attempt 2 running")
+            # The log is quiet while the harness restarts (a STALE line may be there already): wait for A's
+            # beat to be FRESH again, then hang it and wait for its pane and its event-log line.
+            tmux.wait(lambda t: "FRESH" in a_beat(t, w), 60, "A FRESH on attempt 2")
             inject(d, "A", "hang")
-            tmux.wait(lambda t: "A heartbeat STALE" in flat(t), 60, "A's STALE line")
+            tmux.wait(lambda t: "STALE" in a_beat(t, w) and "A heartbeat STALE" in flat(t), 60, "A's STALE line")
             tmux.keys("r")
             modal = tmux.wait(lambda t: "stop the hung chain" in t and "Proceed" in t and "--port" in t, 60,
                               "the kill modal with the side's tokens")
