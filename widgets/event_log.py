@@ -21,22 +21,54 @@ def audit_text(rec: dict[str, Any]) -> Text:
     stamp = time.strftime("%H:%M:%S", time.localtime(when)) if isinstance(when, (int, float)) else "--:--:--"
     outcome = str(rec.get("outcome", ""))
     t = Text(f"{stamp} ", style="dim")
-    t.append(f"{rec.get('side', '-')} {rec.get('operation', '?')} ")
+    t.append(f"{rec.get('side', '-')} {operation_label(rec)} ")
     t.append(outcome, style=WORD_STYLE.get(outcome, "bold" if outcome == "done" else ""))
     detail = str(rec.get("detail", ""))
     if detail:
-        t.append(f"  {detail[:200]}")
+        t.append(f"  {detail}")
     return t
 
 
+def operation_label(rec: dict[str, Any]) -> str:
+    """The audit's operation in the words of the story. A launch writes two `relaunch` records, the
+    console's (it started the harness) and the harness's (it started attempt k): they read as two different
+    things because they are."""
+    op = str(rec.get("operation", "?"))
+    via = (rec.get("confirmation") or {}).get("via") if isinstance(rec.get("confirmation"), dict) else None
+    if op == "relaunch":
+        return "harness: attempt start" if via == "harness" else "launch"
+    if via == "harness":
+        return f"harness: {op}"
+    return op
+
+
 class EventLog(RichLog):
+    """Long lines wrap: every line is read whole, whatever the terminal's width."""
+
     def __init__(self, **kw) -> None:
-        super().__init__(max_lines=500, wrap=False, markup=False, highlight=False, auto_scroll=True, **kw)
+        super().__init__(max_lines=500, wrap=True, markup=False, highlight=False, auto_scroll=True, min_width=20,
+                         **kw)
+
+    def add(self, text: Text) -> None:
+        """One line, wrapped to the log's own width (a line is never cut)."""
+        width = self.scrollable_content_region.width
+        self.write(text, width=width if width > 0 else None)
+
+    def add_change(self, side: str, word: str, text: str, stamp: float) -> None:
+        """A state change seen between two polls: `text` with its state `word` in colour."""
+        when = time.strftime("%H:%M:%S", time.localtime(stamp))
+        t = Text(f"{when} ", style="dim")
+        t.append(f"{side} ")
+        body = Text(text)
+        at = text.find(word) if word else -1
+        if at >= 0:
+            body.stylize(WORD_STYLE.get(word, "bold"), at, at + len(word))
+        self.add(t + body)
 
     def add_audit(self, rec: dict[str, Any]) -> None:
-        self.write(audit_text(rec))
+        self.add(audit_text(rec))
 
     def add_note(self, text: str, stamp: float | None = None) -> None:
         """A console-side event that is not an audit line (a scan result, a refusal before any plan)."""
         when = time.strftime("%H:%M:%S", time.localtime(stamp if stamp is not None else time.time()))
-        self.write(Text(f"{when} ", style="dim") + Text(text))
+        self.add(Text(f"{when} ", style="dim") + Text(text))

@@ -1,11 +1,17 @@
 """A guard Plan as the operator must see it before saying yes: exact targets, verdicts, refusal."""
 from __future__ import annotations
 
+import re
+import shlex
+import time
+from pathlib import PurePath
+
+from rich.table import Table
 from rich.text import Text
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from ops.actions.guard import UNKNOWN, Plan
-from widgets.words import word
+from widgets.words import keys_for_cli, word
 
 
 def disabled_reason(plan: Plan) -> str | None:
@@ -17,24 +23,71 @@ def disabled_reason(plan: Plan) -> str | None:
     return plan.refused
 
 
-class PlanTargets(DataTable, can_focus=False):
-    """pid, start time, role, cmdline of every target, outer → inner, in the plan's own order.
+# The tokens that tie a process to its side (design.md §1): shown first, so a narrow screen still shows them.
+_VALUE_TOKENS = ("--port", "--traffic-manager-port", "--resume", "-n", "--name")
+_EQ_TOKENS = ("-carla-rpc-port=", "-graphicsadapter=", "--port=", "--resume=")
+_INTERPRETERS = re.compile(r"^(python[0-9.]*|env|bash|sh|nice|setsid|timeout|exec)$")
 
-    Not focusable: Tab in the modal must walk Cancel → Re-probe → Proceed and nothing else, the same in
-    every modal, so an operator's fingers learn one sequence."""
 
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.zebra_stripes = False
-        self.add_columns("PID", "STARTED", "ROLE", "HOST", "CMDLINE")
+def identity(cmdline: tuple[str, ...] | None) -> str:
+    """What identifies a target, most telling first: the program (not its interpreter), then the side's
+    tokens (`--port N`, `-carla-rpc-port=N`, `--resume True`, a conda env), then the subcommand."""
+    if not cmdline:
+        return "<cmdline unreadable>"
+    args = list(cmdline)
+    i = 0
+    while i < len(args) - 1 and _INTERPRETERS.match(PurePath(args[i]).name):
+        i += 1
+        while i < len(args) - 1 and args[i] in ("-u", "-m", "-X", "-B", "-E", "-s"):
+            i += 1
+    program = PurePath(args[i]).name or args[i]
+    rest = args[i + 1:]
+    tokens: list[str] = []
+    j = 0
+    while j < len(rest):
+        a = rest[j]
+        if a in _VALUE_TOKENS and j + 1 < len(rest):
+            tokens.append(f"{a} {rest[j + 1]}")
+            j += 2
+            continue
+        if a.startswith(_EQ_TOKENS):
+            tokens.append(a)
+        elif program in ("carla-console", "console") and a in ("harness", "launch") and j + 1 < len(rest):
+            tokens.append(f"{a} {rest[j + 1]}")
+        j += 1
+    return " ".join([program, *tokens])
+
+
+class PlanTargets(Static):
+    """pid, role, what identifies it, start time and host of every target, outer → inner, in the plan's
+    own order. The identity wraps rather than being cut: the full argv is one key away (v)."""
 
     def show(self, plan: Plan) -> None:
-        self.clear()
+        table = Table(box=None, padding=(0, 1), expand=True, show_edge=False, header_style="bold")
+        table.add_column("PID", no_wrap=True)
+        table.add_column("ROLE", no_wrap=True)
+        table.add_column("IDENTIFIED BY", ratio=1, overflow="fold")
+        table.add_column("STARTED", no_wrap=True)
+        table.add_column("HOST", no_wrap=True)
         for t in plan.targets:
-            cmd = " ".join(t.cmdline) if t.cmdline is not None else "<cmdline unreadable>"
-            self.add_row(str(t.pid), t.start_text(), t.role, t.host, cmd[:200])
+            table.add_row(str(t.pid), t.role, identity(t.cmdline), _started(t.create_time), t.host)
         if not plan.targets:
-            self.add_row("-", "-", "-", "-", "(no process is stopped)")
+            table.add_row("-", "-", "(no process is stopped)", "-", "-")
+        self.table = table
+        self.update(table)
+
+
+def _started(create_time: float) -> str:
+    return time.strftime("%m-%d %H:%M:%S", time.localtime(create_time))
+
+
+def argv_lines(plan: Plan) -> list[str]:
+    """Every target's full argv, for the modal's `v` view."""
+    out: list[str] = []
+    for t in plan.targets:
+        out.append(f"{t.role} pid {t.pid} on {t.host}, started {t.start_text()}:")
+        out.append("  " + (shlex.join(t.cmdline) if t.cmdline is not None else "<cmdline unreadable>"))
+    return out or ["(no process is stopped)"]
 
 
 class VerdictLines(Static):
@@ -48,7 +101,7 @@ class VerdictLines(Static):
             t.append(f"{name} ")
             t.append_text(word(value))
         for ev in plan.evidence:
-            t.append(f"\n  {ev}", style="dim")
+            t.append(f"\n  {keys_for_cli(str(ev))}", style="dim")
         if plan.action:
             t.append(f"\naction: {plan.action}")
         self.update(t)

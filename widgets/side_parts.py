@@ -116,7 +116,8 @@ class ServerLine(SidePart):
         if s.idle:
             t.append("  ")
             t.append_text(word("IDLE"))
-            t.append(" (x reclaims)", style="dim")
+            if not getattr(self.app, "read_only", False):
+                t.append(" (x reclaims)", style="dim")
         if sv.verdict.state is not State.ALIVE and sv.verdict.summary:
             t.append(f"  {sv.verdict.summary}", style="dim")
         return t
@@ -230,14 +231,21 @@ class EvaluatorLine(SidePart):
 
     def line(self, s: SideSnapshot) -> Text:
         e = s.evaluator
-        t = _head("eval") + word(e.verdict.state.value)
-        t.append(" ")
-        t.append_text(word(e.phase))
         attempt = e.harness.attempt if e.harness is not None else None
+        t = _head("eval")
+        if e.phase == "restarting" and not attempt:
+            # The harness is up and has not started its first attempt yet: nothing is dead.
+            t.append_text(word("starting"))
+            t.append("  harness up, no attempt yet", style="dim")
+            return t
+        if e.phase in ("restarting", "finished"):
+            t.append_text(word(e.phase))   # no evaluator process, as expected: DEAD would alarm for nothing
+        else:
+            t.append_text(word(e.verdict.state.value))
+            t.append(" ")
+            t.append_text(word(e.phase))
         t.append(f"  attempt {attempt if attempt is not None else '-'}/{s.side.evaluator.max_attempts}")
         t.append(f"  DS {e.ds:.1f}" if e.ds is not None else "  DS -")
-        if e.last_status:
-            t.append(f"  last {e.last_status}")
         return t
 
 
@@ -299,7 +307,7 @@ class LogTail(SidePart):
         # Dim comes from the stylesheet (LogTail { text-style: dim }).
         if not s.log_tail:
             return Text("log    (no lines)")
-        return Text("\n".join(_printable(ln.rstrip()[:300]) for ln in s.log_tail))
+        return Text("\n".join(printable(ln.rstrip()[:300]) for ln in s.log_tail))
 
     def rows(self) -> list[str]:
         return self.render().plain.split("\n")
@@ -319,7 +327,7 @@ class LogTail(SidePart):
         return Strip([Segment(row, style)]).extend_cell_length(width, style)
 
 
-def _printable(line: str) -> str:
+def printable(line: str) -> str:
     """An evaluator's log carries terminal escapes and carriage returns (progress bars): shown raw they
     would move the cursor and garble the pane."""
     line = _ESCAPES.sub("", line).rsplit("\r", 1)[-1]

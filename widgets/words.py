@@ -5,6 +5,8 @@ colour-blind eye or in a `tmux capture-pane` text dump the word alone must carry
 """
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 
 # Named ANSI colours (not theme hex values): they survive the downgrade to 16 colours unchanged.
@@ -13,7 +15,7 @@ WORD_STYLE: dict[str, str] = {
     "running": "green", "CLEAR": "green",
     "DEAD": "bold red", "STALE": "bold red", "IN USE": "bold red", "RESERVED": "bold red", "SHARED": "bold red",
     "UNREACHABLE": "bold red", "failed": "bold red", "refused": "bold red", "crashed": "bold red",
-    "UNKNOWN": "bold yellow", "NOT_STARTED": "yellow", "IDLE": "bold magenta", "restarting": "yellow",
+    "UNKNOWN": "bold yellow", "NOT_STARTED": "yellow", "IDLE": "bold magenta", "restarting": "yellow", "starting": "yellow",
     "finished": "cyan", "absent": "dim", "stopped": "yellow",
     "done": "bold green", "incomplete": "bold red", "error": "bold red", "cancelled": "yellow",
     "NONE": "green", "READ": "green", "OURS": "green", "ABSENT": "green",
@@ -63,3 +65,16 @@ def uptime(seconds: float | None) -> str:
 
 def mib(v: int | None) -> str:
     return "?" if v is None else f"{v}"
+
+
+_CLI_ADAPTER = re.compile(r"\(?`?carla-console(?: -c \S+)? adapter [^\s`,)]+`?(, then `launch [^\s`]+`)?\)?")
+_CLI_LAUNCH = re.compile(r"`?carla-console(?: -c \S+)? launch [^\s`,)]+`?")
+
+
+def keys_for_cli(text: str) -> str:
+    """ops words its advice for the command line (`carla-console -c RIG adapter A`); on the screen the
+    operator is one key away from the same step: say the key."""
+    def adapter(m: re.Match[str]) -> str:
+        then = ", then l (launch)" if m.group(1) else ""
+        return f"(key a: adapter polling{then})" if m.group(0).startswith("(") else f"key a (adapter polling){then}"
+    return _CLI_LAUNCH.sub("key l (launch)", _CLI_ADAPTER.sub(adapter, text))

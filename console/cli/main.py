@@ -14,11 +14,17 @@ from ops.model import RigConfig
 from ops.platform.child_watch import use_pidfd_child_watcher
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="carla-console", description="Run and rescue CARLA evaluation rigs.")
     ap.add_argument("-c", "--config", help=f"rig config (default {default_config_path()})")
     ap.add_argument("--read-only", action="store_true", help="TUI without any destructive binding")
     ap.add_argument("--demo", action="store_true", help="start a simulated rig, show it, stop it on exit")
+    ap.add_argument("--keymap", metavar="FILE", help="rebind keys by binding id (default "
+                    "$XDG_CONFIG_HOME/carla-console/keymap.yaml when it exists; README lists the ids)")
     sub = ap.add_subparsers(dest="command")
 
     sub.add_parser("check-config", help="validate the config (exit 0 valid, 2 invalid)")
@@ -69,12 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["process", "slurm"], default="process",
                    help="slurm: the sides run as one job array on the cluster SLURM_CONF names")
     p.add_argument("--throttle", type=int, default=0, metavar="K", help="slurm: at most K array tasks at once")
+    p.add_argument("--route-s", type=float, metavar="S", help="seconds a simulated route takes (default 3: "
+                   "a side finishes in about 30 s; 60 gives ten minutes to practise on)")
     p = ssub.add_parser("down")
     p.add_argument("--dir", required=True)
     p = ssub.add_parser("inject")
     p.add_argument("--dir", required=True)
     p.add_argument("side")
-    p.add_argument("fault", choices=["hang", "crash", "finish", "server-crash", "server-hang"])
+    p.add_argument("fault", choices=["hang", "crash", "finish", "server-crash", "server-hang"],
+                   help="hang: the evaluator stays alive and stops writing; crash: it exits non-zero mid-route; "
+                        "finish: it completes its routes (the server stays up: IDLE); server-crash: SIGKILL "
+                        "to the server; server-hang: the server keeps its ports but stops answering RPC")
     return ap
 
 
@@ -112,7 +123,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         rig = _load(args)
         for w in rig.warnings:
             print(f"warning: {w}")
-        print(f"{rig.path}: ok ({len(rig.sides)} sides, {len(rig.hosts)} hosts)")
+        print(f"{rig.path}: ok ({_count(len(rig.sides), 'side')}, {_count(len(rig.hosts), 'host')})")
         return EXIT_OK
     rig = _load(args)
     if cmd == "status":

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console.cli.exits import EXIT_OK, EXIT_USAGE
+from console.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_USAGE
 
 JOBS_RUNNING_S = 180.0     # a busy cluster may hold the array a while; sim up waits this long at most
 
@@ -55,15 +55,13 @@ async def _wait_jobs_running(rig, within: float) -> list[str]:
         await asyncio.sleep(0.25)
 
 
-# Kept for callers of the process path (the demo, the tests).
-async def launch_sides(rig_yaml: Path) -> list[str]:
-    return await start_sides(rig_yaml)
-
-
-def up_with_harnesses(d: Path, sides: list[str] | None = None) -> Path:
+def up_with_harnesses(d: Path, sides: list[str] | None = None, route_s: float | None = None) -> Path:
     from sim import rig as sim
 
-    path = Path(sim.up(d, start_evaluators=False, sides=sides) if sides else sim.up(d, start_evaluators=False))
+    kw: dict[str, Any] = {"route_s": sim.ROUTE_S if route_s is None else route_s}
+    if sides:
+        kw["sides"] = sides
+    path = Path(sim.up(d, start_evaluators=False, **kw))
     problems = asyncio.run(start_sides(path))
     if problems:
         sim.down(d)
@@ -106,7 +104,7 @@ async def stop_jobs(rig_yaml: Path) -> list[str]:
         return problems
 
 
-def down(d: Path) -> None:
+def down(d: Path) -> Any:
     from sim import rig as sim
 
     problems: list[str] = []
@@ -116,13 +114,27 @@ def down(d: Path) -> None:
             problems = asyncio.run(stop_jobs(d / "rig.yaml"))
         except ConfigError:
             pass   # not a rig the console can read: the sim's own records still stop what it started
-    sim.down(d)
+    report = sim.down(d)
     if problems:
         raise RuntimeError("sim down: " + "; ".join(problems))
+    return report
+
+
+FAULT_TAKEN_S = 5.0   # an evaluator reads its fault file within a tick (0.5 s in the sim)
+
+
+def _taken(path: Path, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not path.exists():
+            return True
+        time.sleep(0.1)
+    return not path.exists()
 
 
 def run(args: argparse.Namespace) -> int:
     from sim import rig as sim
+    from sim.layout import SimLayout
     from sim.slurm_rig import side_names
 
     d = Path(args.dir).expanduser().resolve()
@@ -132,16 +144,35 @@ def run(args: argparse.Namespace) -> int:
             if n < 1:
                 raise ValueError(f"--sides must be at least 1, got {n}")
             names = side_names(n)
+            used = SimLayout.of(d).sides_json.exists()
             if getattr(args, "engine", "process") == "slurm":
                 print(up_slurm(d, names, throttle=args.throttle))
             elif args.no_evaluators:
                 print(sim.up(d, sides=names, start_evaluators=False))
             else:
-                print(up_with_harnesses(d, names))
+                print(up_with_harnesses(d, names, getattr(args, "route_s", None)))
+            if used:
+                print(f"{d} held an earlier sim rig: its checkpoints are kept, so its sides resume where "
+                      f"they stopped (for a fresh run: sim down, then remove {d})", file=sys.stderr)
         elif args.sim_command == "down":
-            down(d)
+            if not SimLayout.of(d).sides_json.exists():
+                print(f"carla-console sim down: no sim rig in {d} (nothing was stopped)", file=sys.stderr)
+                return EXIT_FINDING
+            report = down(d)
+            print(f"sim down {d}: {len(report.terminated)} terminated, {len(report.killed)} killed"
+                  + (f", {len(report.survivors)} STILL ALIVE" if report.survivors else ""))
         elif args.sim_command == "inject":
-            sim.inject(d, args.side, args.fault)
+            inj = sim.inject(d, args.side, args.fault)
+            print(f"sim inject {args.side} {args.fault}: {inj.detail}")
+            if args.fault in sim.EVALUATOR_FAULTS:
+                path = SimLayout.of(d).fault_file(args.side)
+                if not _taken(path, FAULT_TAKEN_S):
+                    path.unlink(missing_ok=True)   # a later evaluator must not take a fault meant for now
+                    print(f"carla-console sim inject: no evaluator of side {args.side} took the fault within "
+                          f"{FAULT_TAKEN_S:.0f} s (is it running?): no effect, the fault file is removed",
+                          file=sys.stderr)
+                    return EXIT_FINDING
+                print(f"sim inject {args.side} {args.fault}: the evaluator took it")
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"carla-console sim: {e}", file=sys.stderr)
         return EXIT_USAGE

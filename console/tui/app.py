@@ -22,16 +22,21 @@ from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
+from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from console.tui import story
 from console.tui.protocol import ActionResult, Backend, Unavailable
 from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.detail import DetailScreen
 from console.tui.screens.help import HelpScreen
-from console.tui.screens.main import DESTRUCTIVE_ACTIONS, main_screen
+from console.tui.screens.main import DESTRUCTIVE_ACTIONS, MainScreen, main_screen
 from console.tui.screens.report import ReportScreen
 from console.tui.screens.wizard import RecoveryWizard
+from ops.actions.guard import Plan
 from ops.platform.timeouts import within
 from ops.probes.prober import SideSnapshot
 from widgets.event_log import EventLog
@@ -79,10 +84,14 @@ class ConsoleApp(App[int]):
     TITLE = "carla-console"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     ENABLE_COMMAND_PALETTE = True
+    # q quits from every screen (an Input that has the focus takes the letter first); Esc steps back.
+    BINDINGS = [Binding("q", "quit", "Quit", id="quit")]
 
     def __init__(self, backend: Backend, *, read_only: bool = False, poll: bool = True,
-                 poll_s: float | None = None) -> None:
+                 poll_s: float | None = None, keymap: dict[str, str] | None = None) -> None:
         super().__init__()
+        if keymap:
+            self.set_keymap(keymap)   # the operator's keymap file (console/tui/keymap.py)
         self.backend = backend
         self.read_only = read_only
         self.poll_enabled = poll            # tests with frozen snapshots switch the poll loop off
@@ -98,9 +107,23 @@ class ConsoleApp(App[int]):
         self._show_timer: Any = None
         self._audit_seen = 0
         self._action_busy = False
+        self._executing = False      # a confirmed destructive step is being carried out
         self.exit_reason = "quit"
 
     # ----- start / stop ---------------------------------------------------------------------------
+    @property
+    def acting(self) -> bool:
+        """A confirmed destructive step is under way (here or in the recovery wizard)."""
+        return self._executing or any(getattr(s, "busy_destructive", False) for s in self.screen_stack)
+
+    async def action_quit(self) -> None:
+        # Quitting mid-kill would cancel the guard between its TERM and its verify: finish first.
+        if self.acting:
+            self.notify("a destructive step is being carried out: q again once it has ended",
+                        severity="warning", timeout=5)
+            return
+        await super().action_quit()
+
     async def on_mount(self) -> None:
         self.main = main_screen(self.backend.rig.name, self.sides, self.read_only)
         await self.push_screen(self.main)      # mounted before any worker touches its widgets
@@ -307,7 +330,11 @@ class ConsoleApp(App[int]):
             self.note(f"internal error showing snapshots: {type(e).__name__}: {e}")
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
+        prev = self.snaps.get(snap.name)
         self.snaps[snap.name] = snap
+        log = self.main.query_one(EventLog)
+        for change in story.changes(prev, snap, read_only=self.read_only):
+            log.add_change(change.side, change.word, change.text, snap.at)
         pane = self.main.pane(snap.name)
         pane.show(snap)
         pane.greyed = None
@@ -375,6 +402,16 @@ class ConsoleApp(App[int]):
             log.add_audit(rec)
         self._audit_seen = len(records)
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """On the main screen a message goes to the event log's title row, not a toast: a toast would
+        cover the log's last lines, the ones an operator reads. Other screens keep Textual's toasts."""
+        main = getattr(self, "main", None)
+        if isinstance(main, MainScreen) and self.screen is main:
+            main.say(message, severity, 6.0 if timeout is None else timeout)
+            return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
     def note(self, text: str) -> None:
         self.main.query_one(EventLog).add_note(text)
 
@@ -382,6 +419,13 @@ class ConsoleApp(App[int]):
     def unavailable(self, action: str, why: str) -> None:
         self.notify(f"{action}: not available yet ({why})", severity="warning", timeout=6)
         self.note(f"{action}: not available yet ({why})")
+
+    def show_detail(self, side: str) -> None:
+        snap = self.snaps.get(side)
+        if snap is None:
+            self.notify(f"side {side}: no snapshot yet, nothing to detail", severity="warning", timeout=4)
+            return
+        self.push_screen(DetailScreen(snap))
 
     def show_help(self) -> None:
         # Built once and kept (an installed screen survives its dismiss): composing and styling it anew on
@@ -435,23 +479,64 @@ class ConsoleApp(App[int]):
         finally:
             self._action_busy = False
 
+    def checking(self, action: str, side: str) -> str:
+        """What building the plan of `action` measures: shown in the modal while it runs."""
+        cfg = self.backend.rig.sides[side]
+        srv, ev = cfg.server.host, cfg.evaluator.host
+        hosts = srv if srv == ev else f"{srv} and {ev}"
+        return {"launch": f"process tables of {hosts}, the server's RPC, ports, conda env, checkpoint",
+                "reclaim": f"the server's processes and clients on {srv} (RPC)",
+                "adapter": f"the server's processes and the GPUs' VRAM on {srv}"}.get(action, f"side {side}")
+
+    def finished_refusal(self, side: str) -> str | None:
+        """A launch on a side whose routes are all done is refused before any plan: it would only start an
+        evaluator with nothing to run (or, without --resume, run the whole route file again over the
+        results)."""
+        snap = self.snaps.get(side)
+        if snap is None:
+            return None
+        prog = snap.evaluator.checkpoint.progress
+        done = prog is not None and prog[1] > 0 and prog[0] >= prog[1]
+        if snap.evaluator.phase == "finished" or (done and snap.evaluator.phase != "running"):
+            routes = f"{prog[0]}/{prog[1]} routes" if prog is not None else "its routes"
+            return (f"side {side} has finished ({routes} done): nothing left to run; its results stay in "
+                    f"{snap.side.evaluator.checkpoint}")
+        return None
+
     async def _guarded_flow(self, action: str, side: str) -> None:
         label = ACTION_LABELS.get(action, action)
-        try:
-            plan = await asyncio.wait_for(self.backend.plan(action, side), PLAN_TIMEOUT_S)
-        except Unavailable as e:
-            self.unavailable(action, str(e))
-            return
-        except Exception as e:
-            self.notify(f"{action}: cannot plan: {type(e).__name__}: {e}", severity="error")
-            self.note(f"{side} {action}: cannot plan: {type(e).__name__}: {e}")
-            return
+        if action == "launch":
+            why = self.finished_refusal(side)
+            if why is not None:
+                self.notify(f"launch refused: {why}", severity="warning", timeout=8)
+                self.note(f"{side} launch refused: {why}")
+                return
+
+        said: list[str] = []   # what the event log was already told
+
+        async def build() -> Plan:
+            try:
+                return await asyncio.wait_for(self.backend.plan(action, side), PLAN_TIMEOUT_S)
+            except Unavailable as e:
+                self.unavailable(action, str(e))
+                said.append("unavailable")
+                raise
+            except asyncio.TimeoutError:
+                raise RuntimeError(f"no plan within {PLAN_TIMEOUT_S:.0f} s (a host slow or hung): "
+                                   "nothing will be touched") from None
+
+        # The modal opens at once and says what is being measured: on a hung host the plan takes seconds.
         res = await self.push_screen_wait(
-            ConfirmScreen(plan, label, reprobe=lambda: self.backend.plan(action, side)))
+            ConfirmScreen(None, label, reprobe=build, side=side, checking=self.checking(action, side)))
+        if res.plan is None:
+            if not said:
+                self.note(f"{side} {action}: left before a plan was built (nothing touched)")
+            return
         if not res.confirmation.proceed:
             self.note(f"{side} {action}: cancelled by the operator (nothing touched)")
             return
         self.notify(f"{label} on {side}: running…", timeout=3)
+        self._executing = True
         try:
             out: ActionResult = await self.backend.execute(action, res.plan, res.confirmation, self.note)
         except Unavailable as e:
@@ -461,6 +546,8 @@ class ConsoleApp(App[int]):
             self.notify(f"{action}: failed: {type(e).__name__}: {e}", severity="error")
             self.note(f"{side} {action}: failed: {type(e).__name__}: {e}")
             return
+        finally:
+            self._executing = False
         self.notify(f"{label} on {side}: {'done' if out.ok else 'FAILED'}: {out.detail}",
                     severity="information" if out.ok else "error", timeout=8)
         self.feed_audit()

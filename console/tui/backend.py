@@ -82,6 +82,12 @@ class LiveBackend:
         snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
         return dataclasses.replace(snap, job=job)
 
+    async def log_lines(self, side: str, n: int) -> list[str] | None:
+        from ops.platform.files import tail_lines
+        sc = self.rig.sides[side]
+        return await tail_lines(self.live.hosts[sc.evaluator.host], sc.evaluator.path(sc.evaluator.log), n,
+                                10.0, max_bytes=64 * 1024)
+
     def audit(self) -> list[dict[str, Any]] | None:
         try:
             st = os.stat(self._audit.path)
@@ -293,7 +299,15 @@ def _launch_demo_sides(startup: sim.Startup) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console.tui.keymap import KeymapError, default_keymap_path, load_keymap
     from ops.config import default_config_path, load_config
+
+    keymap_arg = getattr(args, "keymap", None)
+    try:
+        keymap = load_keymap(Path(keymap_arg) if keymap_arg else default_keymap_path(), required=bool(keymap_arg))
+    except KeymapError as e:
+        print(f"carla-console: keymap: {e}", file=sys.stderr)
+        return 2
 
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGHUP, signal.SIGTERM)}
     demo_dir: Path | None = None
@@ -315,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             config_path = Path(args.config) if args.config else default_config_path()
         rig = load_config(config_path)
-        return run_app(LiveBackend(rig), read_only=bool(getattr(args, "read_only", False)))
+        return run_app(LiveBackend(rig), read_only=bool(getattr(args, "read_only", False)), keymap=keymap)
     except _Stop:
         return 0
     finally:
@@ -334,10 +348,10 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, h)
 
 
-def run_app(backend: Any, read_only: bool = False) -> int:
+def run_app(backend: Any, read_only: bool = False, keymap: dict[str, str] | None = None) -> int:
     from console.tui.app import ConsoleApp
 
-    app = ConsoleApp(backend, read_only=read_only)
+    app = ConsoleApp(backend, read_only=read_only, keymap=keymap)
     code = app.run()
     # Closing the loop reset SIGHUP/SIGTERM to their defaults: put ours back at once, so a signal during
     # the demo's teardown still unwinds through run()'s finally instead of killing the process there.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ops.probes.harness_state import AttemptRecord, HarnessState
+from ops.probes.harness_state import AttemptRecord
 from ops.probes.prober import SideSnapshot
 from widgets.words import duration
 
@@ -20,18 +20,6 @@ class Change:
     side: str
     word: str        # the state word the line is about (coloured by the log)
     text: str        # the rest of the line: what, and the evidence
-
-
-def _attempt(h: HarnessState | None, n: int | None) -> AttemptRecord | None:
-    if h is None or n is None:
-        return None
-    return next((a for a in reversed(h.attempts) if a.n == n), None)
-
-
-def _exit_text(rec: AttemptRecord | None) -> str:
-    if rec is None or rec.exit_code is None:
-        return "exit code not recorded yet"
-    return f"exit code {rec.exit_code}"
 
 
 def _progress(s: SideSnapshot) -> str:
@@ -60,7 +48,10 @@ def changes(prev: SideSnapshot | None, new: SideSnapshot, *, read_only: bool = F
         out.append(Change(side, ns.state.value, f"server {ns.state.value}: {ns.summary or 'no detail'}"
                           f" (was {ps.state.value})"))
     pb, nb = prev.heartbeat, new.heartbeat
-    if pb.beat is not nb.beat:
+    # The heartbeat means something only while an evaluator should be writing: a finished or stopped
+    # side's log going quiet is not news.
+    beat_matters = new.evaluator.phase in ("running", "restarting", "unknown")
+    if pb.beat is not nb.beat and beat_matters:
         if nb.beat.value == "STALE":
             what = f"log quiet for {duration(nb.age_s)} (stall {duration(nb.stall_s)}): hung? r recovers"
         elif nb.beat.value == "FRESH":
@@ -77,44 +68,56 @@ def changes(prev: SideSnapshot | None, new: SideSnapshot, *, read_only: bool = F
     return out
 
 
+def _exits(prev: SideSnapshot, new: SideSnapshot) -> list[AttemptRecord]:
+    """Attempts whose exit code became known since prev (the harness records it when it reaps the wrapper,
+    which may be a poll after the evaluator vanished)."""
+    ph, nh = prev.evaluator.harness, new.evaluator.harness
+    if nh is None:
+        return []
+    before = {a.n: a.exit_code for a in ph.attempts} if ph is not None and ph.pid == nh.pid else {}
+    return [a for a in nh.attempts if a.exit_code is not None and before.get(a.n) is None]
+
+
 def _evaluator_changes(prev: SideSnapshot, new: SideSnapshot) -> list[Change]:
     side = new.name
     pe, ne = prev.evaluator, new.evaluator
-    p_att = pe.harness.attempt if pe.harness is not None else None
     n_att = ne.harness.attempt if ne.harness is not None else None
+    most = new.side.evaluator.max_attempts
     out: list[Change] = []
-    # A new attempt seen: the one before it ended (its exit code is in the harness's records), even when
-    # the restart happened between two polls and the side never showed "restarting".
-    if n_att is not None and p_att is not None and n_att > p_att and pe.phase != "restarting":
-        out.append(Change(side, "crashed", f"evaluator attempt {p_att} ended: "
-                          f"{_exit_text(_attempt(ne.harness, p_att))}; the harness started attempt {n_att}/"
-                          f"{new.side.evaluator.max_attempts}"))
-        if ne.phase == pe.phase:
-            return out
-    if pe.phase == ne.phase and pe.verdict.state is ne.verdict.state:
+    phase_changed = pe.phase != ne.phase or pe.verdict.state is not ne.verdict.state
+    for rec in _exits(prev, new):
+        word = "finished" if rec.exit_code == 0 else "crashed"
+        text = f"evaluator attempt {rec.n} exited: exit code {rec.exit_code}"
+        if rec.exit_code == 0:
+            text += " (a clean finish)"
+        elif n_att is not None and n_att > rec.n:
+            text += f"; the harness started attempt {n_att}/{most}"
+        elif ne.phase == "restarting":
+            text += f"; the harness restarts it ({rec.n}/{most} attempts used)"
+        elif ne.phase == "stopped" and ne.harness is not None:
+            text += f"; the harness stopped: {ne.harness.status}" + (f" ({ne.harness.detail})" if ne.harness.detail else "")
+        out.append(Change(side, word, text))
+    if not phase_changed:
         return out
+    said = bool(out)
     if ne.phase == "restarting":
-        out.append(Change(side, "restarting", f"evaluator attempt {n_att} exited: "
-                          f"{_exit_text(_attempt(ne.harness, n_att))}; the harness restarts it "
-                          f"(attempt {n_att}/{new.side.evaluator.max_attempts} used)"))
+        if not said:
+            what = "the harness is starting it" if not n_att else \
+                f"evaluator attempt {n_att} gone; the harness restarts it ({n_att}/{most} attempts used)"
+            out.append(Change(side, "restarting", what if n_att else f"starting: {what}"))
     elif ne.phase == "running":
-        if pe.phase != "restarting" or not out:
-            pid = ne.chain.evaluator.pid if ne.chain.evaluator is not None else "?"
-            out.append(Change(side, "running", f"evaluator running: pid {pid}"
-                              + (f", attempt {n_att}/{new.side.evaluator.max_attempts}" if n_att else "")))
+        pid = ne.chain.evaluator.pid if ne.chain.evaluator is not None else "?"
+        out.append(Change(side, "running", f"evaluator running: pid {pid}"
+                          + (f", attempt {n_att}/{most}" if n_att else "")))
     elif ne.phase == "finished":
         ds = f", DS {ne.ds:.1f}" if ne.ds is not None else ""
-        rec = _attempt(ne.harness, n_att)
-        out.append(Change(side, "finished", f"evaluator finished: {_progress(new)}{ds}"
-                          + (f", {_exit_text(rec)}" if rec is not None else "")))
-    elif ne.phase == "stopped":
+        out.append(Change(side, "finished", f"evaluator finished: {_progress(new)}{ds}"))
+    elif ne.phase == "stopped" and not said:
         h = ne.harness
         why = f"{h.status}: {h.detail}" if h is not None and h.detail else (h.status if h is not None else "?")
-        out.append(Change(side, "stopped", f"harness stopped ({why}); last attempt "
-                          f"{_exit_text(_attempt(h, n_att))}"))
+        out.append(Change(side, "stopped", f"harness stopped ({why})"))
     elif ne.phase == "absent":
-        out.append(Change(side, "absent", f"evaluator gone, no harness (was {pe.phase}); "
-                          f"{_exit_text(_attempt(ne.harness, n_att))}"))
+        out.append(Change(side, "absent", f"evaluator gone and no harness (was {pe.phase})"))
     elif ne.phase == "unknown":
         out.append(Change(side, "UNKNOWN", f"evaluator UNKNOWN: {ne.verdict.summary}"))
     return out

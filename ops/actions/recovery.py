@@ -163,7 +163,12 @@ def _verdict_step(snap: SideSnapshot, samples: tuple[ProcSample, ...], refused: 
     for s in inner or samples:
         hint = ""
         if s.cpu_pct is not None:
-            hint = " ≈ 0: hung-like" if s.cpu_pct < CPU_IDLE_PCT else " — busy: check it is not just slow"
+            if s.cpu_pct >= CPU_IDLE_PCT:
+                hint = " — busy: check it is not just slow"
+            elif hb.beat is Beat.STALE:
+                hint = " ≈ 0: hung-like"
+            else:   # an idle evaluator whose log still moves is waiting, not hung
+                hint = " ≈ 0 (the log still moves: waiting, not hung)"
         parts.append(s.line() + hint)
     return Step("verdict", "refused" if refused else "ok", "; ".join(parts))
 

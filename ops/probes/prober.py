@@ -127,12 +127,23 @@ class Prober:
     """Owns the caches a rig's probes share (process scans, checkpoints, last RPC answers)."""
 
     def __init__(self, rig: RigConfig, hosts: dict[str, Host], rpc_every_s: float = 30.0,
-                 vram_every_s: float = 5.0, rpc_overhead_s: float = 20.0) -> None:
+                 vram_every_s: float = 5.0, rpc_overhead_s: float = 20.0, rpc_max_s: float | None = None,
+                 vram_max_s: float | None = None) -> None:
         self.rig = rig
         self.hosts = hosts
         self.rpc_every_s = rpc_every_s
         # nvidia-smi costs ~50-300 ms a call and VRAM moves slowly: read it every few seconds, not every poll.
         self.vram_every_s = vram_every_s
+        # Adaptive cadence: while nothing changes, the intervals double up to these; any change (another
+        # server process, a failed or different RPC answer, a VRAM figure that moved) puts them back to the
+        # base at once. The costly probes are subprocesses (a conda start and `import carla`; nvidia-smi):
+        # on a quiet rig they were most of the console's idle CPU. Tri-state is untouched: between RPC
+        # probes a server whose process and port stay up shows the last answer with its age, as before, and
+        # `g` and every plan still probe at once.
+        self.rpc_max_s = rpc_every_s * 4 if rpc_max_s is None else max(rpc_max_s, rpc_every_s)
+        self.vram_max_s = vram_every_s * 6 if vram_max_s is None else max(vram_max_s, vram_every_s)
+        self._rpc_every: dict[str, float] = {}                         # side -> its current interval
+        self._vram_every: dict[str, float] = {}                        # host -> its current interval
         self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
         self.checkpoints = CheckpointCache()
         self.live_results = LiveResultsCache()
@@ -190,7 +201,8 @@ class Prober:
             tables = await self.tables({side.server.host, side.evaluator.host}, timeout, share=rpc is None)
         ev_host = self.hosts[side.evaluator.host]
         last = self._last_rpc.get(name)
-        due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_every_s)
+        every = self._rpc_every.get(name, self.rpc_every_s)
+        due = rpc if rpc is not None else (last is None or time.time() - last[0] >= every)
         server_c = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
                                 rpc_overhead_s=self.rpc_overhead_s)
         hb_c = probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s, timeout)
@@ -228,7 +240,8 @@ class Prober:
 
     def _vram_cached(self, host: str, force: bool) -> bool:
         last = self._last_vram.get(host)
-        return not force and last is not None and time.time() - last[0] < self.vram_every_s
+        every = self._vram_every.get(host, self.vram_every_s)
+        return not force and last is not None and time.time() - last[0] < every
 
     async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
         if self._vram_cached(host, force):
@@ -238,17 +251,30 @@ class Prober:
 
     async def _read_vram(self, host: str, timeout: float) -> VramReading:
         reading = await read_vram(self.rig.hosts[host], self.hosts[host], timeout)
+        last = self._last_vram.get(host)
+        same = (last is not None and reading.ok and last[1].ok and reading.gpus == last[1].gpus
+                and reading.apps == last[1].apps)
+        every = self._vram_every.get(host, self.vram_every_s)
+        self._vram_every[host] = min(every * 2, self.vram_max_s) if same else self.vram_every_s
         self._last_vram[host] = (time.time(), reading)
         return reading
 
     def _carry_rpc(self, name: str, server: ServerProbe, probed: bool) -> ServerProbe:
         if probed:
+            last = self._last_rpc.get(name)
             if server.version:
+                same = (last is not None and last[1].version == server.version and last[1].pid == server.pid
+                        and last[1].create_time == server.create_time)
+                every = self._rpc_every.get(name, self.rpc_every_s)
+                self._rpc_every[name] = min(every * 2, self.rpc_max_s) if same else self.rpc_every_s
                 self._last_rpc[name] = (time.time(), server)
             else:
+                self._rpc_every[name] = self.rpc_every_s
                 self._last_rpc.pop(name, None)
             return server
         last = self._last_rpc.get(name)
+        if last is None or server.pid != last[1].pid or server.create_time != last[1].create_time:
+            self._rpc_every[name] = self.rpc_every_s   # another server (or none): back to the base cadence
         summary = server.verdict.summary
         if (last is not None and server.pid == last[1].pid and server.create_time == last[1].create_time
                 and server.verdict.state is State.UNKNOWN and summary.startswith("process and port up")):

@@ -138,6 +138,10 @@ class FakeBackend:
             await asyncio.sleep(3600)
         return self.snaps[side]
 
+    async def log_lines(self, side: str, n: int) -> list[str] | None:
+        self.calls.append(("log_lines", side, n))
+        return [f"[tick] line {i}" for i in range(n)]
+
     def audit(self) -> list[dict[str, Any]] | None:
         if len(self.audit_records) == self._audit_len:
             return None

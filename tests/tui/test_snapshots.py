@@ -70,3 +70,20 @@ def test_wizard_finished(snap_compare) -> None:
         await pilot.pause(0.5)
 
     assert snap_compare(app, terminal_size=(100, 30), run_before=before)
+
+
+def test_help_80x24(snap_compare) -> None:
+    """The keys and the state-word table, aligned and whole at 80x24 (issue 17)."""
+    app, _ = frozen_app()
+
+    async def before(pilot) -> None:
+        await show_all(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
+def test_one_side_uses_the_full_width_120x40(snap_compare) -> None:
+    app, _ = frozen_app(sides=1)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=show_all)

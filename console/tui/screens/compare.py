@@ -40,7 +40,7 @@ def summary_text(cmp: Comparison, a: str, b: str) -> Text:
 
 
 class CompareScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "close", "Close")]
+    BINDINGS = [Binding("escape", "close", "Back")]   # q quits, from any screen (the app's binding)
     DEFAULT_CSS = """
     CompareScreen { align: center middle; }
     #compare-box { width: 96%; height: auto; max-height: 90%; border: round $accent; background: $surface;

@@ -8,11 +8,13 @@ palette, not as a key), and check_action refuses their actions as a second gate.
 """
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer
 
@@ -23,23 +25,24 @@ from widgets.side_table import SideRow, SideTable
 
 TABLE_FROM = 5   # this many sides and more: a table of sides and one detail pane (tens of sides, 80×24)
 
-SAFE_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
-    Binding("g", "reprobe", "Probe"),
-    Binding("p", "ports", "Ports"),
-    Binding("question_mark", "help", "Help", key_display="?"),
-    Binding("q", "app.quit", "Quit"),
-    Binding("d", "results", "Results", show=False),
-    Binding("tab", "select(1)", "Side", show=False),
-    Binding("shift+tab", "select(-1)", show=False),
-    Binding("down,right", "select(1)", show=False),
-    Binding("up,left", "select(-1)", show=False),
+# Every binding has an id: a user keymap (console/tui/keymap.py) rebinds it by that id.
+SAFE_BINDINGS: list[BindingType] = [
+    Binding("g", "reprobe", "Probe", id="reprobe"),
+    Binding("i,enter", "detail", "Detail", id="detail"),
+    Binding("p", "ports", "Ports", id="ports"),
+    Binding("question_mark", "help", "Help", key_display="?", id="help"),
+    Binding("d", "results", "Results", show=False, id="results"),
+    Binding("tab", "select(1)", "Side", show=False, id="next-side"),
+    Binding("shift+tab", "select(-1)", show=False, id="previous-side"),
+    Binding("down,right", "select(1)", show=False, id="next-side-arrows"),
+    Binding("up,left", "select(-1)", show=False, id="previous-side-arrows"),
 ]
 # The destructive ones, bound only on OperatorScreen (outside --read-only).
 DESTRUCTIVE_BINDINGS: list[BindingType] = [
-    Binding("a", "adapter", "Adapter"),
-    Binding("l", "launch", "Launch"),
-    Binding("r", "recover", "Recover"),
-    Binding("x", "reclaim", "Reclaim"),
+    Binding("a", "adapter", "Adapter", id="adapter"),
+    Binding("l", "launch", "Launch", id="launch"),
+    Binding("r", "recover", "Recover", id="recover"),
+    Binding("x", "reclaim", "Reclaim", id="reclaim"),
 ]
 DESTRUCTIVE_ACTIONS = frozenset(b.action for b in DESTRUCTIVE_BINDINGS if isinstance(b, Binding))
 
@@ -67,6 +70,7 @@ class MainScreen(Screen):
         self.selected = sides[0] if sides else ""
         self.tabular = len(sides) >= TABLE_FROM
         self.rows: dict[str, SideRow] = {}
+        self._say_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         header = RigHeader(id="rig-header")
@@ -83,11 +87,26 @@ class MainScreen(Screen):
                 for name in self.sides:
                     yield SidePane(name)
         yield EventLog(id="event-log")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.set_class(len(self.sides) == 1, "-one-side")
+        self.query_one(EventLog).border_title = "events"
         if self.sides:
             self.pane(self.sides[0]).focus()
+
+    def say(self, message: str, severity: str, timeout: float) -> None:
+        """A short-lived message in the event log's title row (the app's notify on this screen)."""
+        log = self.query_one(EventLog)
+        style = {"error": "bold red", "warning": "bold yellow"}.get(severity, "bold")
+        log.border_title = Text(message.replace("\n", " "), style=style)
+        if self._say_timer is not None:
+            self._say_timer.stop()
+        self._say_timer = self.set_timer(timeout, self._unsay)
+
+    def _unsay(self) -> None:
+        self._say_timer = None
+        self.query_one(EventLog).border_title = "events"
 
     def pane(self, side: str) -> SidePane | SideRow:
         if self.tabular:
@@ -126,6 +145,9 @@ class MainScreen(Screen):
     # Every action names the selected side and hands it to the app, which owns the backend and workers.
     def action_reprobe(self) -> None:
         self.app.reprobe(self.selected)  # type: ignore[attr-defined]
+
+    def action_detail(self) -> None:
+        self.app.show_detail(self.selected)  # type: ignore[attr-defined]
 
     def action_ports(self) -> None:
         self.app.scan_ports()  # type: ignore[attr-defined]

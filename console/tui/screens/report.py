@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 
 class ReportScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,enter", "close", "Close")]
+    BINDINGS = [Binding("escape,enter", "close", "Back")]
 
     def __init__(self, title: str, lines: tuple[str, ...] | list[str]) -> None:
         super().__init__()

@@ -22,6 +22,7 @@ from textual.widgets import Footer, Static
 from console.tui.protocol import RecoveryDriver, StepOutcome
 from console.tui.screens.confirm import ConfirmResult, ConfirmScreen
 from ops.actions.guard import Plan
+from widgets.words import keys_for_cli
 
 STEPS = ("verdict", "kill plan", "confirm", "kill and verify", "server", "relaunch", "wait FRESH")
 MARKS = {
@@ -45,13 +46,14 @@ class StepRow(Static):
         self.status = status
         mark, style = MARKS[status]
         t = Text.assemble((mark, style), f" {self.index + 1}. {self.step_name}")
+        detail = keys_for_cli(detail)
         if detail:
             t.append(f"\n       {detail}", style="dim" if status in ("ok", "skipped") else "")
         self.update(t)
 
 
 class RecoveryWizard(Screen[None]):
-    BINDINGS = [Binding("escape", "leave", "Leave"), Binding("q", "leave", show=False)]
+    BINDINGS = [Binding("escape", "leave", "Back")]
 
     def __init__(self, driver: RecoveryDriver) -> None:
         super().__init__(id="wizard")
@@ -67,7 +69,7 @@ class RecoveryWizard(Screen[None]):
                 for i, name in enumerate(STEPS):
                     yield StepRow(i, name)
             yield Static(id="next-action")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.walk()
@@ -89,7 +91,12 @@ class RecoveryWizard(Screen[None]):
         self.row(i).set_status(out.status if out.status in MARKS else "failed", out.detail)
         for j in range(i + 1, len(STEPS)):
             self.row(j).set_status("skipped", "")
-        self.next_action(f"{why} — Esc leaves")
+        hint = ""
+        if STEPS[i] == "server" and out.status != "cancelled":
+            hint = "; to start the server: Esc, then a (adapter polling), then l (launch)"
+        elif STEPS[i] == "relaunch" and out.status != "cancelled":
+            hint = "; Esc, then d shows the side's processes and attempts"
+        self.next_action(f"{why}{hint} — Esc steps back, q quits")
         self.finished = True
 
     async def _step(self, i: int, coro) -> StepOutcome:
@@ -120,7 +127,7 @@ class RecoveryWizard(Screen[None]):
             return False
         self.row(i).set_status("running", f"waiting for confirmation: {out.detail}")
         res = await self._confirm(out.plan, label, step)
-        if not res.confirmation.proceed:
+        if not res.confirmation.proceed or res.plan is None:
             self._stop(i, StepOutcome("cancelled", "cancelled in the confirmation"), "cancelled")
             return False
         self.busy_destructive = True
@@ -152,7 +159,7 @@ class RecoveryWizard(Screen[None]):
         self.next_action("confirm the kill plan (Cancel is focused; Tab to Proceed)")
         self.row(2).set_status("running", "")
         res = await self._confirm(plan, "stop the hung chain", self.driver.verdict)
-        if not res.confirmation.proceed:
+        if not res.confirmation.proceed or res.plan is None:
             self._stop(2, StepOutcome("cancelled", "cancelled: nothing was touched"), "cancelled")
             return
         self.row(2).set_status("ok", f"confirmed via {res.confirmation.via}")
