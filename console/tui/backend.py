@@ -286,14 +286,14 @@ def _raise_stop(signum: int, _frame: Any) -> None:
 
 def _launch_demo_sides(startup: sim.Startup) -> None:
     """Wait for the demo's servers, then launch its sides (plan, guard, detached harness)."""
-    from console.cli.sim import launch_sides
+    from console.cli.sim import start_sides
     try:
         startup.wait()
     except (RuntimeError, TimeoutError) as e:
         # The panes show the servers as they are; the sides are not launched against dead ones.
         print(f"carla-console --demo: {e}", file=sys.stderr)
         return
-    problems = asyncio.run(launch_sides(startup.rig_yaml))
+    problems = asyncio.run(start_sides(startup.rig_yaml))
     for p in problems:
         print(f"carla-console --demo: {p}", file=sys.stderr)
 
