@@ -63,11 +63,14 @@ def pick(n_sides: int, *, excluded: Sequence[Sequence] = (), avoid: Iterable[int
     else:
         eph_lo, eph_hi = 0, -1   # the ephemeral range covers everything: nothing to steer around
     taken: set[int] = set(avoid)
+    # Tens of sides do not fit SPREAD apart (2 anchors a side, each keeping 2*SPREAD clear): narrower then,
+    # leaving random placement room enough (a third of the range used).
+    spread = min(SPREAD, (hi - lo) // (12 * max(n_sides, 1)))
 
     def usable(port: int) -> bool:
         # Ports of different sides (and of one side's block and TM) stay SPREAD apart, so a test can put a
         # reserved range next to one side's port without catching another planned port by chance.
-        return (lo <= port <= hi and not (eph_lo <= port <= eph_hi) and all(abs(port - t) > SPREAD for t in taken)
+        return (lo <= port <= hi and not (eph_lo <= port <= eph_hi) and all(abs(port - t) > spread for t in taken)
                 and not _excluded(port, excluded) and is_free(port))
 
     out: list[SidePorts] = []
@@ -77,7 +80,7 @@ def pick(n_sides: int, *, excluded: Sequence[Sequence] = (), avoid: Iterable[int
         rpc = rng.randrange(lo, hi - 3)
         tm = rng.randrange(lo, hi)
         block = (rpc, rpc + 1, rpc + 2)
-        if abs(tm - rpc) <= SPREAD or not all(usable(p) for p in block) or not usable(tm):
+        if abs(tm - rpc) <= spread or not all(usable(p) for p in block) or not usable(tm):
             continue
         out.append(SidePorts(rpc=rpc, tm=tm))
         taken.update((*block, tm))

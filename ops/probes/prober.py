@@ -158,7 +158,7 @@ class Prober:
 
     async def tables(self, host_names: set[str], timeout: float, share: bool = False) -> dict[str, ProcTable]:
         """The process table of each host. share: the sides of one beat (cadence polls, never a plan or
-        a verification) use one scan per host: the one under way, or one that ended BEAT_SHARE_S ago."""
+        a verification) use one scan per host: the one under way, or one made in the same beat."""
         names = sorted(host_names)
         if len(names) == 1:   # a side on one host: no task for gather to make
             return {names[0]: await self._table(names[0], timeout, share)}
@@ -169,11 +169,22 @@ class Prober:
         if not share:
             return await self._scan(host, timeout)
         recent = self._recent.get(host)
-        if recent is not None and time.monotonic() - recent[0] < BEAT_SHARE_S:
+        if recent is not None and self._same_beat(recent[0], time.monotonic()):
             return recent[1]
         if self.hosts[host].is_local:   # scanned inline without a pause: no other side can be midway
             return await self._scan(host, timeout)
         return await _shared(self._scans, host, lambda: self._scan(host, timeout))
+
+    def _same_beat(self, at: float, now: float) -> bool:
+        """A table made at `at` serves a poll starting at `now` of the same beat: the app wakes every side's
+        poll on whole periods of poll_s on the monotonic clock, so polls in one period are one beat. With
+        tens of sides on a loaded machine the polls of a beat start seconds apart (each runs to its first
+        pause before the next one starts), far past BEAT_SHARE_S: 32 sides on 4 hosts at load 16-36 took
+        10 scans a beat (5 on one host) with BEAT_SHARE_S alone."""
+        if 0 <= now - at < BEAT_SHARE_S:
+            return True
+        p = self.rig.poll_s
+        return p > 0 and 0 <= now - at < p and int(now // p) == int(at // p)
 
     async def _scan(self, host: str, timeout: float) -> ProcTable:
         # The processes the last snapshot cared about are re-read, not served from the scan cache: a chain

@@ -78,7 +78,7 @@ class MainScreen(Screen):
         header.read_only = self.read_only
         yield header
         if self.tabular:
-            table = SideTable(self.sides)
+            table = SideTable(self.sides, chosen=self.choose)
             self.rows = {s: SideRow(s, table, self._detail) for s in self.sides}
             yield table
             yield SidePane(self.selected)
@@ -127,8 +127,12 @@ class MainScreen(Screen):
         pane.ports = row.ports
 
     def on_side_table_chosen(self, msg: SideTable.Chosen) -> None:
-        self.selected = msg.side
-        self._detail(msg.side, None)
+        self.choose(msg.side)
+
+    def choose(self, side: str) -> None:
+        """The table's cursor is on side: the keys act on it and the detail pane shows it."""
+        self.selected = side
+        self._detail(side, None)
 
     def on_side_pane_selected(self, msg: SidePane.Selected) -> None:
         self.selected = msg.side
