@@ -32,6 +32,7 @@ from ops.actions.guard import Confirmation, Guard, Op, Plan, Target, make_plan
 from ops.model import RigConfig, SideConfig
 from ops.platform import atomic
 from ops.platform.base import Host
+from ops.platform.bounded import read_regular
 from ops.platform.common import SpawnError
 from ops.platform.procs import Proc, ProcTable
 from ops.platform.verbs import process_table, tcp_check
@@ -126,9 +127,10 @@ def record_path(rig: RigConfig, side: str) -> Path:
 def read_record(rig: RigConfig, side: str) -> dict | None:
     """The last accepted adapter of a side (for status), or None when there is none or it is unreadable."""
     try:
-        return json.loads(record_path(rig, side).read_text())
+        data = json.loads(read_regular(record_path(rig, side), 1 << 16))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _write_record(rig: RigConfig, side: str, data: dict) -> Path:
