@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import posixpath
+import stat
 import sys
 import time
 from collections.abc import Collection, Mapping
@@ -25,6 +26,7 @@ from ops.actions import resume as rr
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Op, Outcome, Plan, make_plan
 from ops.actions.runplan import RunPlan, plan_runs
+from ops.actions.side_lock import SideBusy, side_lock
 from ops.model import RigConfig, SideConfig
 from ops.parse.checkpoint import parse_checkpoint
 from ops.parse.errors import ParseError
@@ -39,7 +41,8 @@ from ops.probes.server import server_address
 from ops.tristate import State
 
 CONDA_LIST_TIMEOUT_S = 60.0   # a cold `conda env list` on a big install takes seconds
-HARNESS_START_WAIT_S = 30.0   # the harness probes the server (carla client in the pinned env) first
+HARNESS_START_WAIT_S = 30.0
+LOCK_EXTRA_S = 60.0           # a launch waits for another one's whole launch (plan + harness start) and this   # the harness probes the server (carla client in the pinned env) first
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,31 @@ def _running_check(snap: SideSnapshot) -> tuple[str, Check]:
         who = ", ".join(f"{m.role} {m.proc.pid}" for m in members)
         return "ALIVE", Check("running", "refused", f"side {snap.name} already running ({who}): a second "
                               "evaluator would fight for the same server")
-    return "DEAD", Check("running", "ok", "no harness, wrapper or evaluator of this side")
+    if snap.server.verdict.state is State.ALIVE and snap.clients != 0:
+        # The field notes' incident: an evaluator started by hand (no --traffic-manager-port, so not in
+        # the chain) drives this server; a second evaluator on it would fight the first.
+        cev = snap.clients_evidence.line() if snap.clients_evidence else "not measured"
+        if snap.clients is None:
+            return "UNKNOWN", Check("running", "unknown", f"clients of the server UNKNOWN: {cev}")
+        return "ALIVE", Check("running", "refused", f"the server of side {snap.name} has {snap.clients} client(s) "
+                              f"that are not this side's chain ({cev}): it is busy, a second evaluator would "
+                              "fight for it")
+    return "DEAD", Check("running", "ok", "no harness, wrapper or evaluator of this side; no client on the server")
+
+
+def _log_check(side: SideConfig) -> Check:
+    """The evaluator's output is appended to its log: a FIFO there would block the harness on open() (and
+    the log's mtime, the heartbeat, would mean nothing); a directory or a device is no log either."""
+    path = side.evaluator.path(side.evaluator.log)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return Check("log", "ok", f"{path} will be created")
+    except OSError as e:
+        return Check("log", "unknown", f"log {path}: {e}")
+    if not stat.S_ISREG(mode):
+        return Check("log", "refused", f"log {path} exists and is not a regular file: remove it")
+    return Check("log", "ok", f"{path} is appended to")
 
 
 def _server_check(snap: SideSnapshot) -> tuple[str, Check]:
@@ -331,6 +358,8 @@ async def plan_launch(live, side: str, *, snapshot: SideSnapshot | None = None,
         RunPlan("nothing", (), (), "remote checkpoint not read"), None)
     if rp.refused:
         checks.append(Check("runs", "refused", rp.refused))
+    if ev_host.is_local:
+        checks.append(_log_check(sc))
     verdicts = {"server": srv_word, "evaluator": ev_word, "checkpoint": decision.verdict, "ports": port_word}
     failing = [c for c in checks if c.status != "ok"]
     refused = "; ".join(c.detail for c in failing) or None
@@ -425,7 +454,22 @@ async def execute_launch(live, lp: LaunchPlan, conf: Confirmation, *, guard: Gua
             return False, f"harness {pid} {st.status}: {st.detail}"
         return True, f"harness {pid} {st.status} (attempt {st.attempt}); backup {got['backup']}; log {log}"
 
-    outcome = await guard.execute(lp.plan, conf, action=action)
+    try:
+        async with side_lock(rig.state_dir, lp.side, wait_s + LOCK_EXTRA_S):
+            # Planned again under the lock: a launch that waited for another one sees its harness now.
+            again = await plan_launch(live, lp.side)
+            if not again.allowed:
+                return LaunchResult(await guard.execute(again.plan, conf))
+            if again.argv != lp.argv or again.decision.resume != lp.decision.resume:
+                changed = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), lp.plan.verdicts, lp.plan.evidence,
+                                    lp.plan.action, precondition="the launch changed since it was confirmed "
+                                    f"(now: {' '.join(again.argv)}): plan and confirm again")
+                return LaunchResult(await guard.execute(changed, conf))
+            outcome = await guard.execute(again.plan, conf, action=action)
+    except SideBusy as e:
+        busy = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), lp.plan.verdicts, lp.plan.evidence,
+                         lp.plan.action, precondition=str(e))
+        return LaunchResult(await guard.execute(busy, conf))
     return LaunchResult(outcome, got.get("pid"), got.get("backup"), got.get("status"))
 
 

@@ -138,7 +138,10 @@ class Windows(Platform):
             return ProcTable(self.host.name, error=f"Win32_Process on {self.host.name}: {res.why()}", took_ms=took)
         return table_from_json(self.host.name, res.stdout, took)
 
-    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float) -> SignalOutcome:
+    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float,
+                             cmdline: tuple[str, ...] | None = None) -> SignalOutcome:
+        # Windows has no exec(): a pid with its creation date is one program for its whole life, so the
+        # (pid, creation date) check on the host is the whole identity check there.
         res = await self._ps(stop_script(pid, create_time), timeout)
         if not res.ok:
             return SignalOutcome("error", res.why())
