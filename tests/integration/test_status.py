@@ -60,8 +60,8 @@ def test_sim_rig_alive_fresh_progress_then_hang_and_finish(rig_dir: Path) -> Non
 
     a_pids = [m["pid"] for m in later["A"]["evaluator"]["chain"]]
     sim.inject(rig_dir, "A", "hang")
-    # STALE within stall_s (2 s) plus one poll.
-    deadline = time.monotonic() + 2.0 + 1.0 + 3.0
+    # STALE after stall_s (2 s) plus one poll; the deadline is only a backstop (a loaded machine is slow).
+    deadline = time.monotonic() + 60
     while True:
         snap = status_json(cfg, "--no-rpc")
         if snap["A"]["heartbeat"]["state"] == "STALE" or time.monotonic() > deadline:
@@ -73,7 +73,7 @@ def test_sim_rig_alive_fresh_progress_then_hang_and_finish(rig_dir: Path) -> Non
     assert snap["A"]["evaluator"]["state"] == "ALIVE"
 
     sim.inject(rig_dir, "B", "finish")
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while True:
         snap = status_json(cfg)   # idle needs the server ALIVE, i.e. a real RPC answer
         if snap["B"]["idle"] or time.monotonic() > deadline:
