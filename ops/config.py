@@ -170,6 +170,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "max_attempts": (1, 1000),
     "vram_min_delta_mb": (1, 1 << 20),
     "adapter": (0, 63),
+    "expect_wall_game_min": (0.001, 10000.0),
 }
 
 
@@ -422,7 +423,8 @@ def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig
     # The fake-success floor: this side's model cannot run faster than this wall/game ratio (results, status).
     floor = None
     if "expect_wall_game_min" in m:
-        floor = r.scalar(m["expect_wall_game_min"], f"{key}.expect_wall_game_min", float, check=_positive)
+        floor = r.scalar(m["expect_wall_game_min"], f"{key}.expect_wall_game_min", float,
+                         check=_within("expect_wall_game_min"))
     if server is None or evaluator is None:
         return None
     return SideConfig(name=name, server=server, evaluator=evaluator, heartbeat=heartbeat,
@@ -509,7 +511,8 @@ def _depth_problem(text: str, file: str) -> ConfigIssue | None:
             if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    return ConfigIssue(file, ev.start_mark.line + 1, "",
+                    line = ev.start_mark.line + 1 if ev.start_mark is not None else None
+                    return ConfigIssue(file, line, "",
                                        f"nested more than {MAX_DEPTH} levels deep: not a rig config")
             elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1

@@ -220,7 +220,8 @@ class Prober:
             lines = tuple(got or ())
         # Recomputed only when the checkpoint changed (once a route): no I/O on an ordinary poll.
         results = await self.live_results.get(ev_host, side, ev.checkpoint.checkpoint, ev.checkpoint.missing, timeout)
-        clients, cev = 0, None
+        clients: int | None = 0
+        cev: Evidence | None = None
         if server.verdict.state is State.ALIVE and ev.verdict.state is State.DEAD:
             # Looks empty: a client that is not in the chain (a hand-started evaluator without the side's
             # TM port) still makes it busy. Only then is the kernel asked, so a running side pays nothing.
