@@ -456,21 +456,33 @@ async def execute_launch(live, lp: LaunchPlan, conf: Confirmation, *, guard: Gua
 
     try:
         async with side_lock(rig.state_dir, lp.side, wait_s + LOCK_EXTRA_S):
-            # Planned again under the lock: a launch that waited for another one sees its harness now.
-            again = await plan_launch(live, lp.side)
-            if not again.allowed:
-                return LaunchResult(await guard.execute(again.plan, conf))
-            if again.argv != lp.argv or again.decision.resume != lp.decision.resume:
-                changed = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), lp.plan.verdicts, lp.plan.evidence,
-                                    lp.plan.action, precondition="the launch changed since it was confirmed "
-                                    f"(now: {' '.join(again.argv)}): plan and confirm again")
-                return LaunchResult(await guard.execute(changed, conf))
-            outcome = await guard.execute(again.plan, conf, action=action)
+            # Checked again under the lock: a launch that waited for another one sees its harness now (the
+            # rest of the plan stands: the checkpoint is re-read by the action itself).
+            running = await _running_now(live, sc)
+            if running is not None:
+                again = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), {**lp.plan.verdicts, "evaluator": "ALIVE"},
+                                  lp.plan.evidence, lp.plan.action, precondition=running)
+                return LaunchResult(await guard.execute(again, conf))
+            outcome = await guard.execute(lp.plan, conf, action=action)
     except SideBusy as e:
         busy = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), lp.plan.verdicts, lp.plan.evidence,
                          lp.plan.action, precondition=str(e))
         return LaunchResult(await guard.execute(busy, conf))
     return LaunchResult(outcome, got.get("pid"), got.get("backup"), got.get("status"))
+
+
+async def _running_now(live, sc: SideConfig) -> str | None:
+    """Why the side is running now (a fresh process table: its harness, wrapper or evaluator), or None."""
+    from ops.probes.chain import find_chain
+    host = live.hosts[sc.evaluator.host]
+    table = (await fresh_tables(live))[sc.evaluator.host]
+    if not table.ok:
+        return f"process table of {host.name} UNKNOWN: {table.error}"
+    chain = find_chain(table, live.config, sc, local=host.is_local)
+    if chain.members:
+        who = ", ".join(f"{m.role} {m.proc.pid}" for m in chain.members)
+        return f"side {sc.name} already running ({who}): a second evaluator would fight for the same server"
+    return None
 
 
 async def wait_harness(rig: RigConfig, side: str, pid: int, within: float) -> HarnessState | str:
