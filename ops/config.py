@@ -5,7 +5,9 @@ line: an operator told "sides.A.evaluator.tm_port (line 31)" fixes it in seconds
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,9 @@ from ops.model import (
     SideConfig,
     SlurmConfig,
 )
+from ops.platform.bounded import read_regular
 
+MAX_CONFIG_BYTES = 1 << 20   # a rig file is a few KB; a bigger one (or /dev/zero) is not read whole
 # Evaluator arguments the console sets itself: letting config set them would let two sides share a server
 # or a TrafficManager, or trip the `--resume type=bool` trap.
 OWNED_ARGS = ("port", "traffic-manager-port", "checkpoint", "resume", "routes", "host")
@@ -107,7 +111,14 @@ class _Reader:
         if not isinstance(node, yaml.ScalarNode):
             self.err(node, key, f"must be {_type_word(kind)}, got {_kind(node)}")
             return None
-        value = _construct(node)
+        try:
+            value = _construct(node)
+        except (ValueError, OverflowError, yaml.YAMLError) as e:   # e.g. an int of 5,000 digits
+            self.err(node, key, f"unreadable value: {e}")
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            self.err(node, key, f"must be a finite number, got {value!r}")
+            return None
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool) and conv is str:
@@ -156,8 +167,37 @@ def _port(v: int) -> str | None:
     return None if 1 <= v <= 65533 else f"port {v} is outside 1..65533"
 
 
-def _positive(v: float) -> str | None:
-    return None if v > 0 else f"must be > 0, got {v}"
+# Every number a rig sets, by key name, with the range an operator could mean: a poll every 1e-9 s, a
+# million attempts or a week-long probe timeout is a typo, and it reaches loops and timers. The one place
+# that says what is sane (a new numeric key adds its line here and reads it with `_within(name)`).
+LIMITS: dict[str, tuple[float, float]] = {
+    "poll_s": (0.01, 3600.0),
+    "connect_timeout_s": (0.1, 600.0),
+    "start_wait_s": (0.1, 3600.0),
+    "probe_timeout_s": (0.05, 600.0),
+    "stall_s": (0.1, 7 * 86400.0),
+    "max_attempts": (1, 1000),
+    "vram_min_delta_mb": (1, 1 << 20),
+    "adapter": (0, 63),
+    "expect_wall_game_min": (0.001, 10000.0),
+    "vram_budget_mb": (1, 1 << 20),
+    "memory_floor_mb": (1, 1 << 30),
+    "disk_warning_mb": (1, 1 << 40),
+    "disk_critical_mb": (1, 1 << 40),
+    "preflight_timeout_s": (0.1, 3600.0),
+}
+
+
+def _within(name: str) -> Callable[[Any], str | None]:
+    lo, hi = LIMITS[name]
+
+    def check(v: float) -> str | None:
+        if lo <= v <= hi:
+            return None
+        if lo > 0 >= v:
+            return f"must be > 0, got {v!r} (between {lo:g} and {hi:g})"
+        return f"must be between {lo:g} and {hi:g}, got {v!r}"
+    return check
 
 
 def _expand(path: str, base: Path) -> str:
@@ -213,7 +253,8 @@ def _read_host(r: _Reader, name: str, node: yaml.Node, base: Path) -> HostConfig
         v = r.seq(m["client_keys"], f"{key}.client_keys", str)
         kw["client_keys"] = tuple(_expand(p, base) for p in v) if v else None
     if "connect_timeout_s" in m:
-        kw["connect_timeout_s"] = r.scalar(m["connect_timeout_s"], f"{key}.connect_timeout_s", float, check=_positive)
+        kw["connect_timeout_s"] = r.scalar(m["connect_timeout_s"], f"{key}.connect_timeout_s", float,
+                                           check=_within("connect_timeout_s"))
     if "powershell" in m:
         kw["powershell"] = r.scalar(m["powershell"], f"{key}.powershell", str)
     for tool in ("nvidia_smi", "netsh"):
@@ -223,7 +264,8 @@ def _read_host(r: _Reader, name: str, node: yaml.Node, base: Path) -> HostConfig
         kw["vram_source"] = r.scalar(m["vram_source"], f"{key}.vram_source", str, check=lambda v: None if v in (
             "auto", "nvml", "nvidia-smi") else f"must be auto, nvml or nvidia-smi, got {v!r}")
     if "memory_floor_mb" in m:
-        kw["memory_floor_mb"] = r.scalar(m["memory_floor_mb"], f"{key}.memory_floor_mb", int, check=_positive)
+        kw["memory_floor_mb"] = r.scalar(m["memory_floor_mb"], f"{key}.memory_floor_mb", int,
+                                        check=_within("memory_floor_mb"))
     if len(r.issues) > n_issues:
         return None
     return HostConfig(**kw)
@@ -252,15 +294,16 @@ def _read_server(r: _Reader, key: str, node: yaml.Node) -> ServerConfig | None:
                       "(from rpc_port and the adapter); remove it")
     kw["rpc_port"] = r.scalar(m["rpc_port"], f"{key}.rpc_port", int, check=_port) if "rpc_port" in m else None
     if "adapter" in m:
-        kw["adapter"] = r.scalar(m["adapter"], f"{key}.adapter", int, check=lambda v: None if v >= 0 else "must be >= 0")
+        kw["adapter"] = r.scalar(m["adapter"], f"{key}.adapter", int, check=_within("adapter"))
     if "adapter_candidates" in m:
         kw["adapter_candidates"] = r.seq(m["adapter_candidates"], f"{key}.adapter_candidates", int, nonempty=True,
-                                         check=lambda v: None if v >= 0 else "must be >= 0")
+                                         check=_within("adapter"))
     if "vram_min_delta_mb" in m:
-        kw["vram_min_delta_mb"] = r.scalar(m["vram_min_delta_mb"], f"{key}.vram_min_delta_mb", int, check=_positive)
+        kw["vram_min_delta_mb"] = r.scalar(m["vram_min_delta_mb"], f"{key}.vram_min_delta_mb", int,
+                                              check=_within("vram_min_delta_mb"))
     for k in ("start_wait_s", "probe_timeout_s"):
         if k in m:
-            kw[k] = r.scalar(m[k], f"{key}.{k}", float, check=_positive)
+            kw[k] = r.scalar(m[k], f"{key}.{k}", float, check=_within(k))
     for flag in ("managed_by_evaluator", "auto_start"):
         if flag in m:
             kw[flag] = r.scalar(m[flag], f"{key}.{flag}", bool)
@@ -272,27 +315,87 @@ def _read_server(r: _Reader, key: str, node: yaml.Node) -> ServerConfig | None:
 def _flat_value(v: Any) -> str | None:
     if isinstance(v, bool):
         return "True" if v else "False"
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
     if isinstance(v, (int, float, str)):
         return str(v)
     return None
 
 
-def _read_pairs(r: _Reader, node: yaml.Node, key: str) -> tuple[tuple[str, str], ...] | None:
+def _read_pairs(r: _Reader, node: yaml.Node, key: str,
+                check: Callable[[str, str], str | None] | None = None) -> tuple[tuple[str, str], ...] | None:
+    """A flat mapping of names to strings (evaluator args, env); `check(name, value)` names a problem."""
     if not isinstance(node, yaml.MappingNode):
         r.err(node, key, f"must be a mapping, got {_kind(node)}")
         return None
     out = []
+    bad = False
     for k_node, v_node in node.value:
-        k = str(k_node.value)
-        if not isinstance(v_node, yaml.ScalarNode):
+        k = str(k_node.value) if isinstance(k_node, yaml.ScalarNode) else _kind(k_node)
+        if not isinstance(k_node, yaml.ScalarNode) or not isinstance(v_node, yaml.ScalarNode):
             r.err(v_node, f"{key}.{k}", f"must be a string or number, got {_kind(v_node)}")
+            bad = True
             continue
-        value = _flat_value(_construct(v_node))
+        try:
+            value = _flat_value(_construct(v_node))
+        except (ValueError, OverflowError, yaml.YAMLError) as e:
+            r.err(v_node, f"{key}.{k}", f"unreadable value: {e}")
+            bad = True
+            continue
         if value is None:
-            r.err(v_node, f"{key}.{k}", "must be a string or number (null is not allowed)")
+            r.err(v_node, f"{key}.{k}", "must be a finite string or number (null, .inf and .nan are not allowed)")
+            bad = True
+            continue
+        problem = check(k, value) if check is not None else None
+        if problem:
+            r.err(k_node, f"{key}.{k}", problem)
+            bad = True
             continue
         out.append((k, value))
-    return tuple(out)
+    return None if bad else tuple(out)
+
+
+_ARG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_NEGATIVE_NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?|-\.\d+([eE][-+]?\d+)?")
+
+
+def owned_flag(name: str) -> str | None:
+    """The console-owned flag argparse would read `--name` as: the flag itself, `--flag=value`, an
+    unambiguous prefix (allow_abbrev: `--po` is `--port`, `--resum` is `--resume`), or an ambiguous one
+    (argparse refuses it, and so do we: the evaluator's parser is not ours to know)."""
+    bare = name.lstrip("-").split("=", 1)[0]
+    for form in {bare, bare.replace("_", "-")}:
+        for owned in OWNED_ARGS:
+            if form and owned.startswith(form):
+                return owned
+    return None
+
+
+def _arg_problem(name: str, value: str) -> str | None:
+    """Why an evaluator argument may not pass: it would set what the console owns, or smuggle an option."""
+    bare = name.lstrip("-")
+    owned = owned_flag(name)
+    if owned is not None:
+        how = "" if bare.replace("_", "-") == owned else f": argparse reads --{bare} as --{owned} (a prefix or =value)"
+        return (f"--{bare} is set by the console{how} (from the side's ports, checkpoint, routes and the resume "
+                "rule); remove it")
+    if not _ARG_NAME.fullmatch(bare):
+        return (f"an argument name holds letters, digits, '-', '_' and '.' only, got {name!r} "
+                "('=', spaces or an empty name would pass another option)")
+    if "\x00" in value:
+        return "the value holds a NUL byte"
+    if value.startswith("-") and not _NEGATIVE_NUMBER.fullmatch(value):
+        return (f"the value {value!r} starts with '-': argparse reads it as an option, not as the value of "
+                f"--{bare}")
+    return None
+
+
+def _env_problem(name: str, value: str) -> str | None:
+    if not name or "=" in name or "\x00" in name:
+        return f"an environment variable name may not be empty or hold '=' or NUL, got {name!r}"
+    if "\x00" in value:
+        return "the value holds a NUL byte"
+    return None
 
 
 def _read_evaluator(r: _Reader, key: str, node: yaml.Node, base: Path) -> EvaluatorConfig | None:
@@ -311,21 +414,15 @@ def _read_evaluator(r: _Reader, key: str, node: yaml.Node, base: Path) -> Evalua
     if "tm_port" in m:
         kw["tm_port"] = r.scalar(m["tm_port"], f"{key}.tm_port", int, check=_port)
     if "args" in m:
-        pairs = _read_pairs(r, m["args"], f"{key}.args")
+        pairs = _read_pairs(r, m["args"], f"{key}.args", _arg_problem)
         if pairs is not None:
-            arg_lines = {str(k.value): k for k, _ in m["args"].value}
-            for k, _v in pairs:
-                bare = k.lstrip("-")
-                if bare in OWNED_ARGS or bare.replace("_", "-") in OWNED_ARGS:
-                    r.err(arg_lines.get(k), f"{key}.args.{k}", f"--{bare} is set by the console "
-                          "(from the side's ports, checkpoint, routes and the resume rule); remove it")
             kw["args"] = tuple((k.lstrip("-"), v) for k, v in pairs)
     if "env" in m:
-        pairs = _read_pairs(r, m["env"], f"{key}.env")
+        pairs = _read_pairs(r, m["env"], f"{key}.env", _env_problem)
         if pairs is not None:
             kw["env"] = pairs
     if "max_attempts" in m:
-        kw["max_attempts"] = r.scalar(m["max_attempts"], f"{key}.max_attempts", int, check=_positive)
+        kw["max_attempts"] = r.scalar(m["max_attempts"], f"{key}.max_attempts", int, check=_within("max_attempts"))
     if "python" in m:
         kw["python"] = r.scalar(m["python"], f"{key}.python", str)
     for flag in ("debug_run", "share_server_gpu"):
@@ -344,10 +441,10 @@ def _read_resources(r: _Reader, node: yaml.Node) -> ResourcesConfig | None:
     kw: dict[str, Any] = {}
     for k in ("disk_warning_mb", "disk_critical_mb", "memory_floor_mb"):
         if k in m:
-            kw[k] = r.scalar(m[k], f"resources.{k}", int, check=_positive)
+            kw[k] = r.scalar(m[k], f"resources.{k}", int, check=_within(k))
     if "preflight_timeout_s" in m:
         kw["preflight_timeout_s"] = r.scalar(m["preflight_timeout_s"], "resources.preflight_timeout_s", float,
-                                             check=_positive)
+                                             check=_within("preflight_timeout_s"))
     if any(v is None for v in kw.values()):
         return None
     res = ResourcesConfig(**kw)
@@ -370,16 +467,17 @@ def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig
     if "heartbeat" in m:
         hm = r.mapping(m["heartbeat"], f"{key}.heartbeat", {"stall_s": False})
         if hm and "stall_s" in hm:
-            stall = r.scalar(hm["stall_s"], f"{key}.heartbeat.stall_s", float, check=_positive)
+            stall = r.scalar(hm["stall_s"], f"{key}.heartbeat.stall_s", float, check=_within("stall_s"))
             if stall is not None:
                 heartbeat = HeartbeatConfig(stall_s=stall)
     # The fake-success floor: this side's model cannot run faster than this wall/game ratio (results, status).
     floor = None
     if "expect_wall_game_min" in m:
-        floor = r.scalar(m["expect_wall_game_min"], f"{key}.expect_wall_game_min", float, check=_positive)
+        floor = r.scalar(m["expect_wall_game_min"], f"{key}.expect_wall_game_min", float,
+                         check=_within("expect_wall_game_min"))
     budget = None
     if "vram_budget_mb" in m:
-        budget = r.scalar(m["vram_budget_mb"], f"{key}.vram_budget_mb", int, check=_positive)
+        budget = r.scalar(m["vram_budget_mb"], f"{key}.vram_budget_mb", int, check=_within("vram_budget_mb"))
         if budget is None:
             return None
     if server is None or evaluator is None:
@@ -484,7 +582,7 @@ def load_config(path: str | os.PathLike) -> RigConfig:
     p = Path(path).expanduser()
     file = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_regular(p, MAX_CONFIG_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError([ConfigIssue(file, None, "", "no such file (give one with -c FILE, or write "
                                        f"{default_config_path()})")]) from None
@@ -493,8 +591,56 @@ def load_config(path: str | os.PathLike) -> RigConfig:
     return parse_config(text, file)
 
 
+# Deeper than any rig could need; a YAML nested thousands deep (by mistake or on purpose) would otherwise
+# exhaust the recursion of the composer or of the walk below and end in a RecursionError traceback.
+MAX_DEPTH = 64
+
+
+def _depth_problem(text: str, file: str) -> ConfigIssue | None:
+    """The first place the flow or block nesting goes past MAX_DEPTH, found by the YAML scanner's events
+    (iterative, no recursion), so the composer never meets it."""
+    depth = 0
+    try:
+        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    line = ev.start_mark.line + 1 if ev.start_mark is not None else None
+                    return ConfigIssue(file, line, "",
+                                       f"nested more than {MAX_DEPTH} levels deep: not a rig config")
+            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return None   # compose below reports it with its line
+    return None
+
+
 def parse_config(text: str, file: str = "<config>") -> RigConfig:
+    try:
+        return _parse_config(text, file)
+    except RecursionError:   # belt and braces: MAX_DEPTH should have caught it first
+        raise ConfigError([ConfigIssue(file, None, "", "nested too deep: not a rig config")]) from None
+
+
+def _state_dir_problem(path: str) -> str | None:
+    """A state_dir that exists as something else, or sits under a file, cannot hold the audit and states."""
+    p = Path(path)
+    try:
+        if p.exists() and not p.is_dir():
+            return f"{path} exists and is not a directory"
+        for parent in p.parents:
+            if parent.exists():
+                return None if parent.is_dir() else f"{parent} is not a directory"
+    except OSError as e:
+        return f"{path}: {e}"
+    return None
+
+
+def _parse_config(text: str, file: str) -> RigConfig:
     r = _Reader(file)
+    deep = _depth_problem(text, file)
+    if deep is not None:
+        raise ConfigError([deep])
     base = Path(file).expanduser().resolve().parent if not file.startswith("<") else Path.cwd()
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -512,8 +658,12 @@ def parse_config(text: str, file: str = "<config>") -> RigConfig:
     name = r.scalar(top["name"], "name", str, conv=str) if "name" in top else Path(file).stem
     state_dir = r.scalar(top["state_dir"], "state_dir", str) if "state_dir" in top else \
         "~/.local/state/carla-console"
+    if state_dir:
+        problem = _state_dir_problem(_expand(state_dir, base))
+        if problem:
+            r.err(top.get("state_dir") or root, "state_dir", problem)
     conda = _argv(r, top["conda"], "conda") if "conda" in top else ("conda",)
-    poll_s = r.scalar(top["poll_s"], "poll_s", float, check=_positive) if "poll_s" in top else 1.0
+    poll_s = r.scalar(top["poll_s"], "poll_s", float, check=_within("poll_s")) if "poll_s" in top else 1.0
     resources = _read_resources(r, top["resources"]) if "resources" in top else ResourcesConfig()
     rig_hosts: dict[str, HostConfig] = {}
     if "hosts" in top:

@@ -10,6 +10,7 @@ import sys
 
 from console.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, print_json
 from ops.model import RigConfig
+from ops.platform.bounded import read_regular
 from ops.probes.ports import ROLES, PortScan, scan_ports
 from ops.rig import open_rig
 
@@ -42,12 +43,15 @@ def render(scan: PortScan) -> list[str]:
     return lines
 
 
+MAX_NETSH_BYTES = 1 << 20   # netsh prints a few KB
+
+
 def run(rig: RigConfig, args) -> int:
     text, what = None, "--netsh-file"
     if getattr(args, "netsh_file", None):
         try:
-            with open(args.netsh_file, "rb") as f:
-                raw = f.read()
+            # Capped before decoding, and never a FIFO or a device: `--netsh-file /dev/zero` once grew to GBs.
+            raw = read_regular(args.netsh_file, MAX_NETSH_BYTES)
         except OSError as e:
             print(f"carla-console: cannot read --netsh-file: {e}", file=sys.stderr)
             return EXIT_USAGE

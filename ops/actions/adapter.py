@@ -154,7 +154,7 @@ def _depth(table: ProcTable, p: Proc) -> int:
 
 
 def ours(table: ProcTable, pid: int, create_time: float | None, port: int,
-         before: frozenset[tuple[int, float]]) -> list[Proc]:
+         before: frozenset[tuple[int, float]], command: tuple[str, ...] | None = None) -> list[Proc]:
     """Live processes of this launch, outer → inner (see the module docstring)."""
     found: dict[int, Proc] = {}
     launcher = table.procs.get(pid)
@@ -162,7 +162,7 @@ def ours(table: ProcTable, pid: int, create_time: float | None, port: int,
         found[pid] = launcher
         for d in table.descendants(pid):
             found[d.pid] = d
-    for p in server_processes(table, port):
+    for p in server_processes(table, port, command):
         if p.key not in before:
             found[p.pid] = p
     live = [p for p in found.values() if p.state != "Z"]   # a zombie has exited already
@@ -258,7 +258,7 @@ class _Poller:
         if tcp.open is not False or not before.ok:
             why = tcp.evidence.line() if tcp.open is not False else before.error
             return Try(k, PORT_BUSY, baseline, detail=f"before the launch: {why}")
-        before_keys = frozenset(p.key for p in server_processes(before, port))
+        before_keys = frozenset(p.key for p in server_processes(before, port, self.sc.server.command))
         argv = tuple(launch_argv(self.sc, k))
         log = None
         if self.host.is_local:
@@ -296,12 +296,12 @@ class _Poller:
             await asyncio.sleep(min(WATCH_EVERY_S, left))
             table = await process_table(self.host, self.timeout, fresh_pids=frozenset([pid]))
             if table.ok:
-                mine = ours(table, pid, ct, port, before)
+                mine = ours(table, pid, ct, port, before, self.sc.server.command)
                 if not mine:
                     break   # it died: no need to wait out the rest
         after_v = await read_vram(self.cfg, self.host, self.timeout)
         table = await process_table(self.host, self.timeout, fresh_pids=frozenset([pid]))
-        mine = ours(table, pid, ct, port, before) if table.ok else mine
+        mine = ours(table, pid, ct, port, before, self.sc.server.command) if table.ok else mine
         inner = mine[-1].pid if mine else None
         common: dict[str, Any] = dict(baseline=baseline, pid=pid, create_time=ct, server_pid=inner, argv=argv)
         if table.ok and not mine:
@@ -335,7 +335,7 @@ class _Poller:
         table = await process_table(self.host, self.timeout, fresh_pids=frozenset([pid]))
         if not table.ok:
             return False, f"cannot read the process table to stop the launch: {table.error}"
-        mine = ours(table, pid, ct, port, before)
+        mine = ours(table, pid, ct, port, before, self.sc.server.command)
         if not mine:
             return True, "already gone"
         targets = [Target.of(self.host.name, p, "launcher" if p.pid == pid else
@@ -347,7 +347,7 @@ class _Poller:
         out = await self.guard.execute(plan, conf)
         await self.emit("stopped", k, out.detail or str(out.refused))
         check = await process_table(self.host, self.timeout)
-        left = ours(check, pid, ct, port, before) if check.ok else None
+        left = ours(check, pid, ct, port, before, self.sc.server.command) if check.ok else None
         if left is None:
             return False, f"{out.detail or out.refused}; cannot verify: {check.error}"
         if left:

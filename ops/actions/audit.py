@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ops.platform.bounded import read_tail
+from ops.platform.procs import printable
+
 
 def operator() -> str:
     try:
@@ -30,6 +33,19 @@ def operator() -> str:
     return f"{user}@{tty}"
 
 
+MAX_READ_BYTES = 4 << 20
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_printable(v) for v in value]
+    return value
+
+
 class Audit:
     def __init__(self, state_dir: str | os.PathLike) -> None:
         self.path = Path(state_dir) / "audit.jsonl"
@@ -37,7 +53,9 @@ class Audit:
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         line = {"time": time.time(), "iso": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "operator": operator(),
                 "pid": os.getpid(), **record}
-        data = (json.dumps(line, default=str, ensure_ascii=False) + "\n").encode()
+        # A chain member's argv may hold bytes that are not UTF-8: the line must still be written, or that
+        # side could never be recovered (the guard refuses what it cannot audit).
+        data = (json.dumps(_printable(line), default=str, ensure_ascii=False) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         try:
@@ -49,9 +67,13 @@ class Audit:
 
     def read(self, last: int | None = None) -> list[dict[str, Any]]:
         try:
-            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            # The newest lines only, capped: an audit grows for the life of a rig.
+            raw = read_tail(self.path, MAX_READ_BYTES)
         except FileNotFoundError:
             return []
+        lines = raw.decode("utf-8", errors="replace").splitlines()
+        if len(raw) == MAX_READ_BYTES and lines:
+            lines = lines[1:]   # cut mid-line by the cap
         out = []
         for ln in lines[-last:] if last else lines:
             try:

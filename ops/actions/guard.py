@@ -246,6 +246,8 @@ class Guard:
                 out.append(f"{t.role} {t.pid}: cannot re-read ({table.error})")
             elif p is None or abs(p.create_time - t.create_time) > 0.05:
                 out.append(f"{t.role} {t.pid}")
+            elif t.cmdline is not None and p.cmdline != t.cmdline:
+                out.append(f"{t.role} {t.pid} exec'd into {p.cmd_text(120)!r}")
         return ", ".join(out)
 
     async def _stop_targets(self, targets: tuple[Target, ...]) -> list[TargetOutcome]:
@@ -253,7 +255,7 @@ class Guard:
         wait the grace; KILL what is left, re-checked again; then verify every target gone."""
         state: dict[int, TargetOutcome] = {}
         for t in targets:
-            r = await signal_if_same(self.hosts[t.host], t.pid, t.create_time, "SIGTERM")
+            r = await signal_if_same(self.hosts[t.host], t.pid, t.create_time, "SIGTERM", cmdline=t.cmdline)
             if r.outcome == "gone":
                 state[t.pid] = TargetOutcome(t, "already-gone")
             elif r.outcome == "changed":
@@ -266,7 +268,7 @@ class Guard:
             if t.pid not in state and t not in pending:
                 state[t.pid] = TargetOutcome(t, "terminated")
         for t in pending:
-            r = await signal_if_same(self.hosts[t.host], t.pid, t.create_time, "SIGKILL")
+            r = await signal_if_same(self.hosts[t.host], t.pid, t.create_time, "SIGKILL", cmdline=t.cmdline)
             if r.outcome == "changed":
                 state[t.pid] = TargetOutcome(t, "skipped-changed", r.detail)
             elif r.outcome == "error":

@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import posixpath
+import stat
 import sys
 import time
 from collections.abc import Collection, Mapping
@@ -26,6 +27,7 @@ from ops.actions.audit import Audit
 from ops.actions.gate import launch_gate
 from ops.actions.guard import Confirmation, Guard, Op, Outcome, Plan, make_plan
 from ops.actions.runplan import RunPlan, plan_runs
+from ops.actions.side_lock import SideBusy, side_lock
 from ops.model import RigConfig, SideConfig
 from ops.parse.checkpoint import parse_checkpoint
 from ops.parse.errors import ParseError
@@ -41,7 +43,8 @@ from ops.rig import LiveRig
 from ops.tristate import State
 
 CONDA_LIST_TIMEOUT_S = 60.0   # a cold `conda env list` on a big install takes seconds
-HARNESS_START_WAIT_S = 30.0   # the harness probes the server (carla client in the pinned env) first
+HARNESS_START_WAIT_S = 30.0
+LOCK_EXTRA_S = 60.0           # a launch waits for another one's whole launch (plan + harness start) and this   # the harness probes the server (carla client in the pinned env) first
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,31 @@ def _running_check(snap: SideSnapshot) -> tuple[str, Check]:
         who = ", ".join(f"{m.role} {m.proc.pid}" for m in members)
         return "ALIVE", Check("running", "refused", f"side {snap.name} already running ({who}): a second "
                               "evaluator would fight for the same server")
-    return "DEAD", Check("running", "ok", "no harness, wrapper or evaluator of this side")
+    if snap.server.verdict.state is State.ALIVE and snap.clients != 0:
+        # The field notes' incident: an evaluator started by hand (no --traffic-manager-port, so not in
+        # the chain) drives this server; a second evaluator on it would fight the first.
+        cev = snap.clients_evidence.line() if snap.clients_evidence else "not measured"
+        if snap.clients is None:
+            return "UNKNOWN", Check("running", "unknown", f"clients of the server UNKNOWN: {cev}")
+        return "ALIVE", Check("running", "refused", f"the server of side {snap.name} has {snap.clients} client(s) "
+                              f"that are not this side's chain ({cev}): it is busy, a second evaluator would "
+                              "fight for it")
+    return "DEAD", Check("running", "ok", "no harness, wrapper or evaluator of this side; no client on the server")
+
+
+def _log_check(side: SideConfig) -> Check:
+    """The evaluator's output is appended to its log: a FIFO there would block the harness on open() (and
+    the log's mtime, the heartbeat, would mean nothing); a directory or a device is no log either."""
+    path = side.evaluator.path(side.evaluator.log)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return Check("log", "ok", f"{path} will be created")
+    except OSError as e:
+        return Check("log", "unknown", f"log {path}: {e}")
+    if not stat.S_ISREG(mode):
+        return Check("log", "refused", f"log {path} exists and is not a regular file: remove it")
+    return Check("log", "ok", f"{path} is appended to")
 
 
 def _server_check(snap: SideSnapshot) -> tuple[str, Check]:
@@ -334,6 +361,8 @@ async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None
         RunPlan("nothing", (), (), "remote checkpoint not read"), None)
     if rp.refused:
         checks.append(Check("runs", "refused", rp.refused))
+    if ev_host.is_local:
+        checks.append(_log_check(sc))
     # issue 21: preflight, VRAM budget, disk floor; alert: the unattended harness notifies its refusals
     gate = await launch_gate(live, side, snap, alert=alert)
     checks += [Check(c.name, c.status, c.detail) for c in gate.checks]
@@ -431,8 +460,35 @@ async def execute_launch(live: LiveRig, lp: LaunchPlan, conf: Confirmation, *, g
             return False, f"harness {pid} {st.status}: {st.detail}"
         return True, f"harness {pid} {st.status} (attempt {st.attempt}); backup {got['backup']}; log {log}"
 
-    outcome = await guard.execute(lp.plan, conf, action=action)
+    try:
+        async with side_lock(rig.state_dir, lp.side, wait_s + LOCK_EXTRA_S):
+            # Checked again under the lock: a launch that waited for another one sees its harness now (the
+            # rest of the plan stands: the checkpoint is re-read by the action itself).
+            running = await _running_now(live, sc)
+            if running is not None:
+                again = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), {**lp.plan.verdicts, "evaluator": "ALIVE"},
+                                  lp.plan.evidence, lp.plan.action, precondition=running)
+                return LaunchResult(await guard.execute(again, conf))
+            outcome = await guard.execute(lp.plan, conf, action=action)
+    except SideBusy as e:
+        busy = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), lp.plan.verdicts, lp.plan.evidence,
+                         lp.plan.action, precondition=str(e))
+        return LaunchResult(await guard.execute(busy, conf))
     return LaunchResult(outcome, got.get("pid"), got.get("backup"), got.get("status"))
+
+
+async def _running_now(live, sc: SideConfig) -> str | None:
+    """Why the side is running now (a fresh process table: its harness, wrapper or evaluator), or None."""
+    from ops.probes.chain import find_chain
+    host = live.hosts[sc.evaluator.host]
+    table = (await fresh_tables(live))[sc.evaluator.host]
+    if not table.ok:
+        return f"process table of {host.name} UNKNOWN: {table.error}"
+    chain = find_chain(table, live.config, sc, local=host.is_local)
+    if chain.members:
+        who = ", ".join(f"{m.role} {m.proc.pid}" for m in chain.members)
+        return f"side {sc.name} already running ({who}): a second evaluator would fight for the same server"
+    return None
 
 
 async def wait_harness(rig: RigConfig, side: str, pid: int, within: float) -> HarnessState | str:

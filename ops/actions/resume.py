@@ -24,6 +24,8 @@ from ops.parse.checkpoint import RERUN_STATUSES, completed_records, parse_checkp
 from ops.parse.errors import ParseError
 from ops.parse.routes import parse_routes
 from ops.platform import atomic
+from ops.platform.bounded import read_regular
+from ops.platform.files import MAX_READ
 from ops.probes.harness_state import side_dir
 
 RESUME_FLAG = ("--resume", "True")
@@ -111,8 +113,7 @@ class CheckpointRead:
 def read_bytes(path: str) -> CheckpointRead:
     """The exact bytes (the backup must be identical; a decode/encode round trip could change them)."""
     try:
-        with open(path, "rb") as f:
-            return CheckpointRead(f.read())
+        return CheckpointRead(read_regular(path, MAX_READ))
     except FileNotFoundError:
         return CheckpointRead(None)
     except OSError as e:

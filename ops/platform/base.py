@@ -56,8 +56,10 @@ class Platform(abc.ABC):
         """Every process with pid, ppid, create time and argv; an error table when it cannot be read."""
 
     @abc.abstractmethod
-    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float) -> SignalOutcome:
-        """Send SIGTERM/SIGKILL to pid only if it is still the planned process (checked on the host)."""
+    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float,
+                             cmdline: tuple[str, ...] | None = None) -> SignalOutcome:
+        """Send SIGTERM/SIGKILL to pid only if it is still the planned process (checked on the host): the
+        same create time and, where the platform can exec() (Linux), the same argv `cmdline`."""
 
     @abc.abstractmethod
     async def listeners(self, timeout: float, interest: Iterable[int] = ()) -> Listeners:
@@ -67,9 +69,23 @@ class Platform(abc.ABC):
     async def clients_connected(self, port: int, timeout: float) -> tuple[int | None, Evidence]:
         """How many established connections `port` has; None when it cannot be told."""
 
+    async def client_peers(self, port: int, timeout: float) -> tuple[frozenset[str] | None, Evidence]:
+        """The remote ends of `port`'s established connections (to tell a lasting client from a passing
+        one); a platform that only counts them names them by position."""
+        n, ev = await self.clients_connected(port, timeout)
+        return (None if n is None else frozenset(f"#{i}" for i in range(n))), ev
+
     @abc.abstractmethod
     async def port_check(self, port: int, timeout: float) -> TcpCheck:
         """Does the host take TCP connections on port (refused: positive evidence; timeout: cannot tell)?"""
+
+    @abc.abstractmethod
+    async def memory(self, timeout: float) -> tuple[int, int] | str:
+        """(available MiB, total MiB) of the host's memory, or the error in words."""
+
+    @abc.abstractmethod
+    async def disk_free(self, paths: Sequence[str], timeout: float) -> dict[str, tuple[str, int, int] | str]:
+        """path → (mount point, free MiB for an unprivileged writer, total MiB), or the error in words."""
 
     @abc.abstractmethod
     async def stat_file(self, path: str, timeout: float) -> FileStat: ...

@@ -1,8 +1,11 @@
 """Pieces every host implementation shares: limits, error texts, the detached-spawn interface."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 # A runaway tool (a log cat, a verbose probe) must not eat the console's memory: each stream keeps its
 # first MAX_OUTPUT bytes, the rest is read and dropped so the child never blocks on a full pipe.
@@ -31,6 +34,17 @@ async def read_capped(stream: _Readable | None, cap: int = MAX_OUTPUT) -> tuple[
         if room > 0:
             kept += chunk[:room]
         dropped += max(0, len(chunk) - max(room, 0))
+
+
+def settled(fut: asyncio.Future[T]) -> asyncio.Future[T]:
+    """fut, marked so that its outcome is always retrieved: a reader gather cancelled on quit (or on a
+    timeout, behind a shield that let go of it) would otherwise log `_GatheringFuture exception was never
+    retrieved` with a CancelledError on every exit. Whoever awaits fut still gets its exception."""
+    def _retrieve(f: asyncio.Future) -> None:
+        if not f.cancelled():
+            f.exception()
+    fut.add_done_callback(_retrieve)
+    return fut
 
 
 class SpawnError(RuntimeError):

@@ -3,14 +3,16 @@ coreutils and `ss`. Every answer is parsed with a bound and every failure is an 
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from ops.parse.sysinfo import parse_df, parse_meminfo
 from ops.platform.base import Platform, ScriptUnavailable
 from ops.platform.listeners import parse_ss
 from ops.platform.procs import ProcTable, parse_proctable_json
 from ops.platform.types import FileStat, FileText, Listeners, SignalOutcome, TcpCheck
-from ops.platform.verbs import tcp_check
+from ops.platform.verbs import peer_text, tcp_check
 from ops.tristate import Evidence
 
 
@@ -28,18 +30,23 @@ class LinuxRemote(Platform):
             return ProcTable(host.name, error=f"process table of {host.name}: {res.why()}", took_ms=took)
         return parse_proctable_json(host.name, res.stdout, took)
 
-    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float) -> SignalOutcome:
+    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float,
+                             cmdline: tuple[str, ...] | None = None) -> SignalOutcome:
         host = self.host
         try:
             script = await host.script_path("signal_if.py")
         except ScriptUnavailable as e:
             return SignalOutcome("error", str(e))
-        res = await host.run(["python3", script, str(pid), repr(create_time), sig], timeout=timeout)
+        argv = ["python3", script, str(pid), repr(create_time), sig]
+        if cmdline is not None:   # the planned argv (as proctable.py decoded it): a process that exec'd is refused
+            argv.append(json.dumps(list(cmdline)))
+        res = await host.run(argv, timeout=timeout)
         if not res.ok:
             return SignalOutcome("error", res.why())
         try:
             data = json.loads(res.stdout.strip().splitlines()[-1])
-            return SignalOutcome.from_reply(data["outcome"], str(data.get("error", data.get("create_time", ""))))
+            return SignalOutcome.from_reply(data["outcome"],
+                                            str(data.get("error", data.get("detail", data.get("create_time", "")))))
         except (ValueError, KeyError, IndexError) as e:
             return SignalOutcome("error", f"unparseable reply ({e}): {res.stdout[:200]!r}")
 
@@ -52,14 +59,19 @@ class LinuxRemote(Platform):
         return parse_ss(self.host.name, res.stdout, took)
 
     async def clients_connected(self, port: int, timeout: float) -> tuple[int | None, Evidence]:
+        peers, ev = await self.client_peers(port, timeout)
+        return (None if peers is None else len(peers)), ev
+
+    async def client_peers(self, port: int, timeout: float) -> tuple[frozenset[str] | None, Evidence]:
         t0 = time.perf_counter()
         what = f"clients of {self.host.name}:{port}"
         res = await self.host.run(["ss", "-Htn", "state", "established", f"( sport = :{port} )"], timeout=timeout)
         took = (time.perf_counter() - t0) * 1e3
         if not res.ok:
             return None, Evidence(what, False, error=res.why(), took_ms=took)
-        n = len([ln for ln in res.stdout.splitlines() if ln.strip()])
-        return n, Evidence(what, True, detail=f"{n} established", took_ms=took)
+        rows = [ln.split() for ln in res.stdout.splitlines() if ln.strip()]
+        found = frozenset(r[-1] for r in rows)   # the peer address:port column
+        return found, Evidence(what, True, detail=f"{len(rows)} established" + peer_text(found), took_ms=took)
 
     async def port_check(self, port: int, timeout: float) -> TcpCheck:
         return await tcp_check(self.host.tcp_address, port, timeout)
@@ -68,8 +80,9 @@ class LinuxRemote(Platform):
         host = self.host
         t0 = time.perf_counter()
         # One constant script; the path travels as a positional argument, never pasted into the script.
-        res = await host.run(["sh", "-c", 'date +%s.%N; if [ -e "$1" ]; then stat -c "%.9Y %s" "$1"; '
-                              'else echo missing; fi', "stat_file", path], timeout=timeout)
+        res = await host.run(["sh", "-c", 'date +%s.%N; if [ -f "$1" ]; then stat -L -c "%.9Y %s" "$1"; '
+                              'elif [ -e "$1" ]; then echo special; else echo missing; fi', "stat_file", path],
+                             timeout=timeout)
         took = (time.perf_counter() - t0) * 1e3
         if not res.ok:
             return FileStat(exists=False, error=f"stat {path} on {host.name}: {res.why()}", took_ms=took)
@@ -78,6 +91,9 @@ class LinuxRemote(Platform):
             now = float(lines[0])
             if lines[1].strip() == "missing":
                 return FileStat(exists=False, host_now=now, took_ms=took)
+            if lines[1].strip() == "special":   # a FIFO or a device: no writer's mtime, and a read would block
+                return FileStat(exists=True, error=f"{path} on {host.name} is not a regular file", host_now=now,
+                                took_ms=took)
             mtime, size = lines[1].split()
             return FileStat(exists=True, mtime=float(mtime), size=int(size), host_now=now, took_ms=took)
         except (ValueError, IndexError):
@@ -85,7 +101,10 @@ class LinuxRemote(Platform):
                             took_ms=took)
 
     async def read_text(self, path: str, timeout: float, limit: int) -> FileText:
-        res = await self.host.run(["head", "-c", str(limit + 1), path], timeout=timeout)
+        # A regular file only (a FIFO would hold the command until the timeout), at most limit + 1 bytes.
+        res = await self.host.run(["sh", "-c", 'if [ ! -e "$1" ]; then echo "No such file" >&2; exit 2; fi; '
+                                   'if [ ! -f "$1" ]; then echo "not a regular file: not read" >&2; exit 3; fi; '
+                                   'exec head -c "$2" -- "$1"', "read_text", path, str(limit + 1)], timeout=timeout)
         if not res.ok:
             if "No such file" in res.stderr:
                 return FileText(None, missing=True)
@@ -95,5 +114,18 @@ class LinuxRemote(Platform):
         return FileText(res.stdout)
 
     async def tail_lines(self, path: str, n: int, timeout: float, max_bytes: int) -> list[str] | None:
-        res = await self.host.run(["tail", "-n", str(n), path], timeout=timeout)
+        res = await self.host.run(["sh", "-c", '[ -f "$1" ] || exit 3; exec tail -c "$2" -- "$1" | tail -n "$3"',
+                                   "tail_lines", path, str(max_bytes), str(n)], timeout=timeout)
         return res.stdout.splitlines()[-n:] if res.ok else None
+
+    async def memory(self, timeout: float) -> tuple[int, int] | str:
+        res = await self.host.run(["cat", "/proc/meminfo"], timeout=timeout)
+        return parse_meminfo(res.stdout) if res.ok else f"/proc/meminfo on {self.host.name}: {res.why()}"
+
+    async def disk_free(self, paths: Sequence[str], timeout: float) -> dict[str, tuple[str, int, int] | str]:
+        dirs = [os.path.dirname(p) or "/" for p in paths]
+        res = await self.host.run(["df", "-Pk", "--", *dirs], timeout=timeout)
+        rows = parse_df(res.stdout) if res.rc is not None else {}
+        if len(rows) != len(paths):
+            return {p: f"df on {self.host.name}: {res.why()}" for p in paths}
+        return {p: rows[str(i)] for i, p in enumerate(paths)}

@@ -28,6 +28,7 @@ from ops.platform.common import (
     check_env,
     decode,
     read_capped,
+    settled,
     timeout_error,
 )
 from ops.platform.linux_local import LinuxLocal
@@ -126,8 +127,8 @@ class LocalHost(Host):
         except (OSError, ValueError) as e:  # FileNotFoundError, PermissionError, NotADirectoryError, ...
             return Result(args, None, took_s=time.monotonic() - t0, error=f"spawn: {e}")
 
-        readers = asyncio.gather(read_capped(proc.stdout, self.max_output),
-                                 read_capped(proc.stderr, self.max_output))
+        readers = settled(asyncio.gather(read_capped(proc.stdout, self.max_output),
+                                         read_capped(proc.stderr, self.max_output)))
         try:
             # within(): no task of its own per await (ops/platform/timeouts.py); shield: a timeout leaves the
             # readers draining the pipes while the group is stopped.

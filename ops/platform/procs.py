@@ -22,6 +22,20 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _SETTLE_S = 2.0   # re-read a process's cmdline until it is this old (fork-then-exec window)
 
 
+def printable(text: str) -> str:
+    """text with argv bytes that were not UTF-8 (decoded with surrogateescape, so the identity stays exact)
+    shown as \\xNN: safe to encode, print, write to the audit or a JSON line."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:   # a lone surrogate outside the escape range
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class Proc:
     pid: int
@@ -57,7 +71,7 @@ class Proc:
     def cmd_text(self, limit: int = 400) -> str:
         if self.cmdline is None:
             return "<cmdline unreadable>"
-        text = " ".join(self.cmdline)
+        text = printable(" ".join(self.cmdline))
         return text if len(text) <= limit else text[: limit - 1] + "…"
 
     def to_json(self) -> dict:

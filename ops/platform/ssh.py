@@ -50,6 +50,7 @@ from ops.platform.common import (
     check_env,
     decode,
     read_capped,
+    settled,
     timeout_error,
 )
 from ops.platform.linux_remote import LinuxRemote
@@ -348,8 +349,8 @@ class SshHost(Host):
                 self._drop(conn)
                 raise TransportError(f"{self.target}: {type(e).__name__}: {e}") from e
             try:
-                (out, odrop), (err, edrop) = await asyncio.gather(
-                    read_capped(proc.stdout, self.max_output), read_capped(proc.stderr, self.max_output))
+                (out, odrop), (err, edrop) = await settled(asyncio.gather(
+                    read_capped(proc.stdout, self.max_output), read_capped(proc.stderr, self.max_output)))
                 completed = await proc.wait()
             except asyncio.CancelledError:
                 # Our deadline (or the caller's cancellation): stop the remote command now rather than

@@ -23,9 +23,43 @@ async def process_table(host: Host, timeout: float, fresh_pids: frozenset[int] =
     return await host.platform.process_table(timeout, fresh_pids)
 
 
-async def signal_if_same(host: Host, pid: int, create_time: float, sig: str, timeout: float = 10.0) -> SignalOutcome:
-    """Send SIGTERM/SIGKILL to pid only if it still has this create time (checked on the host itself)."""
-    return await host.platform.signal_if_same(pid, create_time, sig, timeout)
+async def signal_if_same(host: Host, pid: int, create_time: float, sig: str, timeout: float = 10.0,
+                         cmdline: tuple[str, ...] | None = None) -> SignalOutcome:
+    """Send SIGTERM/SIGKILL to pid only if it is still the planned process, checked on the host itself:
+    the same create time and, when `cmdline` is given, the same argv. exec() keeps the pid and the start
+    time, so a target that exec'd into another program since the plan passes the first test only."""
+    return await host.platform.signal_if_same(pid, create_time, sig, timeout, cmdline=cmdline)
+
+
+async def client_peers(host: Host, port: int, timeout: float) -> tuple[frozenset[str] | None, Evidence]:
+    """The remote ends of ESTABLISHED connections to `port` on host; None when it cannot be told. Any
+    process's connection counts: a server with a client is busy, whoever the client is."""
+    return await host.platform.client_peers(port, timeout)
+
+
+async def clients_connected(host: Host, port: int, timeout: float) -> tuple[int | None, Evidence]:
+    """How many clients hold a connection to `port` on host; None when it cannot be told."""
+    return await host.platform.clients_connected(port, timeout)
+
+
+async def lasting_clients(host: Host, port: int, timeout: float, settle_s: float = 0.3) -> tuple[int | None, Evidence]:
+    """Clients connected now and still connected settle_s later: an evaluator holds its connection for
+    the whole run, while a console's own RPC probe (a connect, `version`, a close) does not, so a probe of
+    another console never reads as a client."""
+    first, ev = await client_peers(host, port, timeout)
+    if not first:
+        return (None if first is None else 0), ev
+    await asyncio.sleep(settle_s)
+    second, ev = await client_peers(host, port, timeout)
+    if second is None:
+        return None, ev
+    both = first & second
+    return len(both), Evidence(ev.what, True, detail=f"{len(both)} established for {settle_s:g} s"
+                               + peer_text(both), took_ms=ev.took_ms)
+
+
+def peer_text(peers: frozenset[str]) -> str:
+    return f" ({', '.join(sorted(peers)[:5])})" if peers else ""
 
 
 async def tcp_check(address: str, port: int, timeout: float) -> TcpCheck:
@@ -78,7 +112,3 @@ async def _connect(address: str, port: int) -> None:
     # Refused only when every address refused (positive absence); any other failure cannot tell.
     raise next((e for e in errors if not isinstance(e, ConnectionRefusedError)), errors[0])
 
-
-async def clients_connected(host: Host, port: int, timeout: float) -> tuple[int | None, Evidence]:
-    """How many clients hold a connection to `port` on host; None when it cannot be told."""
-    return await host.platform.clients_connected(port, timeout)

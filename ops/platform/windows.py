@@ -25,9 +25,10 @@ from __future__ import annotations
 import json
 import ntpath
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ops.parse.errors import ParseError
+from ops.parse.sysinfo import parse_windows_memory
 from ops.parse.winproc import WinProc, parse_win_processes
 from ops.platform.base import Host, Platform, Result
 from ops.platform.procs import Proc, ProcTable
@@ -46,6 +47,9 @@ LISTEN_SCRIPT = "\n".join([
     _NETTCP_ROWS.format(args="-State Listen"),
     "ConvertTo-Json -Depth 2 -Compress -InputObject @($rows | Select-Object LocalAddress,LocalPort,OwningProcess)",
 ])
+
+WINDOWS_MEMORY_SCRIPT = ("Get-CimInstance Win32_OperatingSystem | Select-Object FreePhysicalMemory,"
+                         "TotalVisibleMemorySize | ConvertTo-Json -Compress")
 
 # Tolerance of the identity re-check: CreationDate comes with at least ms precision in every form.
 CREATE_TOLERANCE_MS = 50
@@ -138,7 +142,10 @@ class Windows(Platform):
             return ProcTable(self.host.name, error=f"Win32_Process on {self.host.name}: {res.why()}", took_ms=took)
         return table_from_json(self.host.name, res.stdout, took)
 
-    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float) -> SignalOutcome:
+    async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float,
+                             cmdline: tuple[str, ...] | None = None) -> SignalOutcome:
+        # Windows has no exec(): a pid with its creation date is one program for its whole life, so the
+        # (pid, creation date) check on the host is the whole identity check there.
         res = await self._ps(stop_script(pid, create_time), timeout)
         if not res.ok:
             return SignalOutcome("error", res.why())
@@ -189,3 +196,10 @@ class Windows(Platform):
 
     async def tail_lines(self, path: str, n: int, timeout: float, max_bytes: int) -> list[str] | None:
         return None
+
+    async def memory(self, timeout: float) -> tuple[int, int] | str:
+        res = await self._ps(WINDOWS_MEMORY_SCRIPT, timeout)
+        return parse_windows_memory(res.stdout) if res.ok else f"PowerShell on {self.host.name}: {res.why()}"
+
+    async def disk_free(self, paths: Sequence[str], timeout: float) -> dict[str, tuple[str, int, int] | str]:
+        return {p: f"disk space on the Windows host {self.host.name} is not read" for p in paths}

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from ops.model import RigConfig
+from ops.platform.bounded import read_regular
 
 
 def record_path(rig: RigConfig, side: str) -> Path:
@@ -14,6 +15,7 @@ def record_path(rig: RigConfig, side: str) -> Path:
 def read_record(rig: RigConfig, side: str) -> dict | None:
     """The last accepted adapter of a side (for status), or None when there is none or it is unreadable."""
     try:
-        return json.loads(record_path(rig, side).read_text())
+        data = json.loads(read_regular(record_path(rig, side), 1 << 16))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None

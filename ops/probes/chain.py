@@ -13,6 +13,7 @@ from typing import Literal
 
 from ops.model import RigConfig, SideConfig
 from ops.platform.procs import Proc, ProcTable
+from ops.probes import identity
 from ops.probes.server import rpc_marker
 
 Role = Literal["harness", "wrapper", "evaluator", "child"]
@@ -46,23 +47,16 @@ class Chain:
         return frozenset(m.proc.pid for m in self.members)
 
 
-def is_harness_of(p: Proc, rig: RigConfig, side: str) -> bool:
-    if "harness" not in p.tokens or side not in p.tokens or rig.path not in p.tokens:
+def is_harness_of(p: Proc, rig: RigConfig, side: str | SideConfig, local: bool = True) -> bool:
+    sc = side if isinstance(side, SideConfig) else rig.sides.get(side)
+    if sc is None:
         return False
-    argv = p.cmdline or ()
-    pairs = list(zip(argv, argv[1:]))
-    return ("harness", side) in pairs and any(a in ("-c", "--config") and b == rig.path for a, b in pairs)
+    return identity.is_harness_of(p, rig, sc, local)
 
 
 def is_evaluator_of(p: Proc, side: SideConfig) -> bool:
-    """The side's RPC port and TM port, both as whole tokens: either alone could be a stranger."""
-    return (p.has_pair("--port", str(side.server.rpc_port))
-            and p.has_pair("--traffic-manager-port", str(side.evaluator.tm_port)))
-
-
-def _is_wrapper(p: Proc) -> bool:
-    argv = p.cmdline or ()
-    return bool(argv) and "run" in argv[:4] and ("-n" in argv or "--name" in argv)
+    """The side's evaluator program carrying the side's RPC port and TM port as whole tokens."""
+    return identity.is_evaluator_of(p, side)
 
 
 def protected_pids(table: ProcTable) -> frozenset[int]:
@@ -72,6 +66,12 @@ def protected_pids(table: ProcTable) -> frozenset[int]:
 
 
 def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool = True) -> Chain:
+    """The side's chain: each process verified as the side's own (harness, conda wrapper, evaluator —
+    program and exact tokens, see ops/probes/identity.py) with everything below it, outer → inner.
+
+    Only verified processes are roots: an ancestor that merely carries the tokens (a tmux server keeps
+    the argv it was started with) is never one, so a sibling subtree of a shared ancestor (another tmux
+    window, another job) is never in the chain."""
     protected = protected_pids(table) if local else frozenset()
     server_marker = rpc_marker(side.server.rpc_port)
     # A zombie has exited (its parent, often a PID 1 that never reaps, just has not collected it): it
@@ -82,10 +82,14 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
     marks = frozenset(("harness", rpc, f"--port={rpc}"))
     candidates = [p for p in table.procs.values()
                   if not p.tokens.isdisjoint(marks) and p.pid not in protected and p.state != "Z"]
-    harnesses = [p for p in candidates if is_harness_of(p, rig, side.name)]
-    evaluators = [p for p in candidates if is_evaluator_of(p, side)]
-    matched = {p.pid for p in harnesses} | {p.pid for p in evaluators}
-    roots = [p for p in harnesses + evaluators if p.ppid not in matched]
+    harnesses = [p for p in candidates if is_harness_of(p, rig, side, local)]
+    with_ports = [p for p in candidates if identity.has_side_ports(p, side)]
+    evaluators = [p for p in with_ports if identity.runs_script(p, side.evaluator)]
+    wrappers = [p for p in with_ports if identity.is_wrapper_of(p, side.evaluator)]
+    verified = {p.pid for p in harnesses} | {p.pid for p in evaluators} | {p.pid for p in wrappers}
+    roots = [p for p in harnesses + wrappers + evaluators
+             if not any(a in verified for a in table.ancestors(p.pid))]
+    roots = list({p.pid: p for p in roots}.values())
     roots.sort(key=lambda p: (0 if p in harnesses else 1, p.create_time))
 
     members: list[ChainMember] = []
@@ -100,7 +104,7 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
             if p.pid in servers or any(a in servers for a in table.ancestors(p.pid)):
                 continue
             seen.add(p.pid)
-            members.append(ChainMember(p, _role(p, harnesses, eval_pids, table)))
+            members.append(ChainMember(p, _role(p, harnesses, eval_pids, {w.pid for w in wrappers}, table)))
     return Chain(tuple(members))
 
 
@@ -108,12 +112,14 @@ def _server_pids(table: ProcTable, marker: str) -> set[int]:
     return {p.pid for p in table.procs.values() if p.has_token(marker)}
 
 
-def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], table: ProcTable) -> Role:
+def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], wrapper_pids: set[int], table: ProcTable) -> Role:
     if p in harnesses:
         return "harness"
+    if p.pid in wrapper_pids:
+        return "wrapper"
     if p.pid in eval_pids:
+        # A process running the script that started another one (a re-exec'd launcher script): the
+        # outer is a wrapper of the inner, which is the evaluator.
         inner = [c for c in table.descendants(p.pid) if c.pid in eval_pids]
-        if inner or _is_wrapper(p):
-            return "wrapper"
-        return "evaluator"
+        return "wrapper" if inner else "evaluator"
     return "child"

@@ -119,6 +119,10 @@ async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: P
         else:
             phase = "absent"
     if isinstance(hs, str):
-        evidence = (*evidence, Evidence("harness state", False, error=hs),)
-        verdict = Verdict(verdict.state, evidence, verdict.summary)
+        # A state file that is not what the harness writes (null, a string, a number, a wrong field): the
+        # phase and the attempts cannot be told, so the side is UNKNOWN and nothing destructive follows.
+        evidence = (*evidence, Evidence("harness state", False, error=hs))
+        verdict = Verdict(State.UNKNOWN, evidence, f"harness state unreadable ({hs}); "
+                          f"{verdict.summary}: fix or remove the file")
+        phase = "unknown"
     return EvaluatorProbe(verdict, chain, harness, harness_alive, cp, phase)

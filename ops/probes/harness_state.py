@@ -5,13 +5,19 @@ to rediscover running sides after it was closed or lost its SSH session.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import math
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ops.model import RigConfig
 from ops.platform import atomic
+from ops.platform.bounded import read_regular
 
 
 @dataclass
@@ -67,14 +73,64 @@ def write_state(rig: RigConfig, st: HarnessState) -> None:
     atomic.write_json(state_path(rig, st.side), st.to_json())
 
 
+MAX_STATE_BYTES = 1 << 20   # a state of a few hundred attempts is tens of KB
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """value matches a field's annotation (int, float, str, bool, X | None, list[X], a dataclass)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, h) for h in typing.get_args(hint))
+    if origin is list:
+        (item,) = typing.get_args(hint) or (Any,)
+        return isinstance(value, list) and all(_conforms(v, item) for v in value)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, dict)
+    return isinstance(value, hint)
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    """An instance of the dataclass cls from JSON data, every known field type-checked; keys this version
+    does not know are left out (a newer harness may write more)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is {type(data).__name__}, not an object")
+    hints = typing.get_type_hints(cls)
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValueError(f"{where}.{f.name} is missing")
+            continue
+        value = data[f.name]
+        if not _conforms(value, hints[f.name]):
+            raise ValueError(f"{where}.{f.name} is {value!r:.80}, not {hints[f.name]}")
+        kw[f.name] = value
+    return kw
+
+
+def parse_state(data: Any) -> HarnessState:
+    """A HarnessState from harness.json's JSON value; ValueError naming the first field that is wrong."""
+    kw = _build(HarnessState, data, "harness.json")
+    kw["attempts"] = [AttemptRecord(**_build(AttemptRecord, a, f"harness.json.attempts[{i}]"))
+                      for i, a in enumerate(kw.get("attempts", []))]
+    return HarnessState(**kw)
+
+
 def read_state(rig: RigConfig, side: str) -> HarnessState | None | str:
-    """The state, None when there is none, or an error string when it cannot be read."""
+    """The state, None when there is none, or an error string when it cannot be read or is malformed
+    (null, a string, a number, a wrong field: the caller answers UNKNOWN with this as evidence)."""
     path = state_path(rig, side)
     try:
-        data = json.loads(path.read_text())
-        attempts = [AttemptRecord(**a) for a in data.pop("attempts", [])]
-        return HarnessState(**data, attempts=attempts)
+        return parse_state(json.loads(read_regular(path, MAX_STATE_BYTES)))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, TypeError) as e:
+    except (OSError, ValueError, TypeError, RecursionError) as e:
         return f"unreadable {path}: {e}"

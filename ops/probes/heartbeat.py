@@ -8,6 +8,10 @@ from ops.platform.base import Host
 from ops.platform.files import stat_file
 from ops.tristate import Beat, Evidence
 
+# Timestamps a little ahead of the clock are normal (coarse kernel clocks, a remote file server): beyond
+# this, the mtime is not evidence of a live writer.
+FUTURE_SLACK_S = 5.0
+
 
 @dataclass(frozen=True)
 class HeartbeatProbe:
@@ -33,7 +37,14 @@ async def probe_heartbeat(host: Host, log: str, stall_s: float, timeout: float) 
                               Evidence(what, True, detail="no log yet", took_ms=st.took_ms), stall_s)
     assert st.mtime is not None and st.host_now is not None
     # Both times come from the host's clock, so clock skew with the console does not fake a stall.
-    age = max(0.0, st.host_now - st.mtime)
+    age = st.host_now - st.mtime
+    if age < -FUTURE_SLACK_S:
+        # A log "written" in the future (a touched file, a clock stepped back, an NFS server ahead): its
+        # age says nothing about whether the evaluator writes, and read as FRESH it would hide a hang.
+        return HeartbeatProbe(Beat.UNKNOWN, None, log,
+                              Evidence(what, False, error=f"mtime is {-age:.0f} s in the future of the host's clock",
+                                       took_ms=st.took_ms), stall_s)
+    age = max(0.0, age)
     beat = Beat.STALE if age > stall_s else Beat.FRESH
     return HeartbeatProbe(beat, age, log, Evidence(what, True, detail=f"{age:.0f} s old (stall at {stall_s:.0f} s)",
                                                    took_ms=st.took_ms), stall_s)

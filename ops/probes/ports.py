@@ -288,7 +288,7 @@ def own_pids(rig: RigConfig, side: SideConfig, tables: Mapping[str, ProcTable], 
     st = tables[side.server.host]
     server: frozenset[int] | None = None
     if st.ok:
-        procs = server_processes(st, side.server.rpc_port)
+        procs = server_processes(st, side.server.rpc_port, side.server.command)
         server = frozenset({p.pid for p in procs} | {d.pid for p in procs for d in st.descendants(p.pid)})
     et = tables[side.evaluator.host]
     evaluator = find_chain(et, rig, side, local=local[side.evaluator.host]).pids if et.ok else None

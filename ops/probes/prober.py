@@ -17,7 +17,7 @@ from ops.model import RigConfig, SideConfig
 from ops.platform.base import Host
 from ops.platform.files import tail_lines
 from ops.platform.procs import ProcTable
-from ops.platform.verbs import BEAT_SHARE_S, process_table
+from ops.platform.verbs import BEAT_SHARE_S, lasting_clients, process_table
 from ops.probes.adapter_record import read_record
 from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluator
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
@@ -41,12 +41,23 @@ class SideSnapshot:
     adapter_record: dict | None = None   # the last adapter polling accepted (state_dir/sides/SIDE/adapter.json)
     results: LiveResults | None = None   # ETA by town, DS/SR so far, fake-success (ops/results/live.py)
     job: dict | None = None              # a scheduled side's job (ops/engines: id, state, node), else None
+    # Clients connected to the server's RPC port (any process: an evaluator started by hand without the
+    # side's TM port is not in the chain, yet it drives the server). Measured by the prober whenever the
+    # side would otherwise look empty; None: could not be told.
+    clients: int | None = 0
+    clients_evidence: Evidence | None = None
+
+    @property
+    def busy(self) -> bool:
+        """The server has a client that is no evaluator of this side's chain: someone else drives it."""
+        return (self.server.verdict.state is State.ALIVE and self.evaluator.verdict.state is State.DEAD
+                and self.clients != 0)
 
     @property
     def idle(self) -> bool:
-        """A server rendering for nobody: its evaluator finished or absent while the server is ALIVE."""
+        """A server rendering for nobody: its evaluator finished or absent, no client, the server ALIVE."""
         return (self.server.verdict.state is State.ALIVE and self.evaluator.verdict.state is State.DEAD
-                and not self.evaluator.harness_alive)
+                and not self.evaluator.harness_alive and self.clients == 0)
 
     @property
     def server_vram_mb(self) -> int | None:
@@ -101,6 +112,9 @@ class SideSnapshot:
             "results": live,
             # --debug >= 1 opted in by evaluator.debug_run: its scores are not the benchmark's (issue 21).
             "debug_run": self.side.debug_level >= 1 and self.side.evaluator.debug_run,
+            "busy": self.busy,
+            "clients": {"count": self.clients,
+                        "evidence": self.clients_evidence.line() if self.clients_evidence else None},
         }
 
 
@@ -235,8 +249,15 @@ class Prober:
         retired = tuple(str(r) for r in (getattr(ev.harness, "retired", None) or ()))
         results = await self.live_results.get(ev_host, side, ev.checkpoint.checkpoint, ev.checkpoint.missing, timeout,
                                               retired)
+        clients: int | None = 0
+        cev: Evidence | None = None
+        if server.verdict.state is State.ALIVE and ev.verdict.state is State.DEAD:
+            # Looks empty: a client that is not in the chain (a hand-started evaluator without the side's
+            # TM port) still makes it busy. Only then is the kernel asked, so a running side pays nothing.
+            clients, cev = await lasting_clients(self.hosts[side.server.host], side.server.rpc_port, timeout)
         snap = SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
-                            adapter_record=self._adapter_record(name, server), results=results)
+                            adapter_record=self._adapter_record(name, server), results=results,
+                            clients=clients, clients_evidence=cev)
         self._remember(snap)
         return snap
 

@@ -13,7 +13,6 @@ A reading that cannot be taken is UNKNOWN with the raw error, never OK and never
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Iterable
@@ -22,6 +21,7 @@ from enum import Enum
 
 from ops.model import RigConfig
 from ops.platform.base import Host
+from ops.platform.local import LocalHost
 from ops.platform.procs import ProcTable
 from ops.probes.gpuview import GpuRow, GpuView, read_gpu_view
 
@@ -68,57 +68,8 @@ def disk_level(free_mb: int | None, warning_mb: int, critical_mb: int) -> Level:
     return Level.WARNING if free_mb < warning_mb else Level.OK
 
 
-def _existing(path: str) -> str:
-    """The path, or its nearest existing ancestor (a checkpoint not written yet lives on its folder's fs)."""
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    return p
-
-
-def _mount_of(path: str) -> str:
-    dev = os.stat(path).st_dev
-    p = path
-    while True:
-        parent = os.path.dirname(p)
-        if parent == p or os.stat(parent).st_dev != dev:
-            return p
-        p = parent
-
-
-def _local_statvfs(paths: dict[str, list[str]]) -> dict[str, tuple[str, int, int] | str]:
-    """path -> (mount, free MiB for an unprivileged writer, total MiB), or the error."""
-    out: dict[str, tuple[str, int, int] | str] = {}
-    for path in paths:
-        try:
-            p = _existing(path)
-            st = os.statvfs(p)
-            out[path] = (_mount_of(p), st.f_bavail * st.f_frsize // 2**20, st.f_blocks * st.f_frsize // 2**20)
-        except OSError as e:
-            out[path] = f"{type(e).__name__}: {e}"
-    return out
-
-
-def parse_df(text: str) -> dict[str, tuple[str, int, int]]:
-    """`df -Pk -- PATH...` rows (POSIX format) by the order given: mount, free MiB, total MiB."""
-    rows = []
-    for line in text.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 6 and parts[1].isdigit() and parts[3].isdigit():
-            rows.append((" ".join(parts[5:]), int(parts[3]) // 1024, int(parts[1]) // 1024))
-    return {str(i): r for i, r in enumerate(rows)}
-
-
-async def _remote_df(host: Host, paths: list[str], timeout: float) -> dict[str, tuple[str, int, int] | str]:
-    dirs = [os.path.dirname(p) or "/" for p in paths]
-    res = await host.run(["df", "-Pk", "--", *dirs], timeout=timeout)
-    rows = parse_df(res.stdout) if res.rc is not None else {}
-    if len(rows) != len(paths):
-        return {p: f"df on {host.name}: {res.why()}" for p in paths}
-    return {p: rows[str(i)] for i, p in enumerate(paths)}
+# The console's own machine, for the state dir of a rig none of whose hosts is local.
+_console_host = LocalHost("console")
 
 
 async def read_disks(rig: RigConfig, hosts: dict[str, Host], timeout: float) -> list[FsReading]:
@@ -131,16 +82,18 @@ async def read_disks(rig: RigConfig, hosts: dict[str, Host], timeout: float) -> 
     local = next((n for n, h in hosts.items() if h.is_local), None)
     wanted.setdefault(local or "console", {}).setdefault(os.path.join(rig.state_dir, "x"), []).append("state dir")
     res_cfg = rig.resources
-    out: list[FsReading] = []
-    for host_name, paths in wanted.items():
-        host = hosts.get(host_name)
+
+    async def free_of(host_name: str, paths: list[str]) -> dict[str, tuple[str, int, int] | str]:
+        host = hosts.get(host_name) or _console_host
         try:
-            if host is None or host.is_local:
-                got = await asyncio.wait_for(asyncio.to_thread(_local_statvfs, paths), timeout)
-            else:
-                got = await _remote_df(host, list(paths), timeout)
+            return await asyncio.wait_for(host.platform.disk_free(paths, timeout), timeout)
         except asyncio.TimeoutError:
-            got = {p: f"statvfs timed out after {timeout:.0f} s (a hung mount?)" for p in paths}
+            return {p: f"statvfs timed out after {timeout:.0f} s (a hung mount?)" for p in paths}
+
+    # Every host at once: a hung mount or host never holds the others' readings back.
+    answers = await asyncio.gather(*(free_of(h, list(paths)) for h, paths in wanted.items()))
+    out: list[FsReading] = []
+    for (host_name, paths), got in zip(wanted.items(), answers):
         by_fs: dict[str, list[str]] = {}
         sizes: dict[str, tuple[int, int]] = {}
         for path, r in got.items():
@@ -179,52 +132,9 @@ class MemReading:
                 "floor_mb": self.floor_mb, "level": self.level.value, "error": self.error}
 
 
-WINDOWS_MEMORY_SCRIPT = ("Get-CimInstance Win32_OperatingSystem | Select-Object FreePhysicalMemory,"
-                         "TotalVisibleMemorySize | ConvertTo-Json -Compress")
-
-
-def parse_meminfo(text: str) -> tuple[int, int] | str:
-    vals = {}
-    for line in text.splitlines():
-        k, _, rest = line.partition(":")
-        parts = rest.split()
-        if parts and parts[0].isdigit():
-            vals[k.strip()] = int(parts[0]) // 1024
-    if "MemAvailable" not in vals or "MemTotal" not in vals:
-        return f"no MemAvailable/MemTotal in /proc/meminfo: {text[:200]!r}"
-    return vals["MemAvailable"], vals["MemTotal"]
-
-
-def parse_windows_memory(text: str) -> tuple[int, int] | str:
-    """Win32_OperatingSystem counts in KiB: FreePhysicalMemory, TotalVisibleMemorySize."""
-    try:
-        d = json.loads(text)
-        if isinstance(d, list):
-            d = d[0]
-        return int(d["FreePhysicalMemory"]) // 1024, int(d["TotalVisibleMemorySize"]) // 1024
-    except (ValueError, KeyError, TypeError, IndexError) as e:
-        return f"unparseable Win32_OperatingSystem ({type(e).__name__}: {e}): {text[:200]!r}"
-
-
 async def read_memory(rig: RigConfig, name: str, host: Host, timeout: float) -> MemReading:
     floor = rig.resources.memory_floor(rig.hosts[name])
-    got: tuple[int, int] | str
-    if host.os == "windows":
-        run_ps = getattr(host, "run_powershell", None)
-        if run_ps is None:
-            got = f"host {name} cannot run PowerShell ({type(host).__name__})"
-        else:
-            res = await run_ps(WINDOWS_MEMORY_SCRIPT, timeout)
-            got = parse_windows_memory(res.stdout) if res.ok else f"PowerShell on {name}: {res.why()}"
-    elif host.is_local:
-        try:
-            with open("/proc/meminfo") as f:
-                got = parse_meminfo(f.read())
-        except OSError as e:
-            got = f"{type(e).__name__}: {e}"
-    else:
-        res = await host.run(["cat", "/proc/meminfo"], timeout=timeout)
-        got = parse_meminfo(res.stdout) if res.ok else f"/proc/meminfo on {name}: {res.why()}"
+    got = await host.platform.memory(timeout)
     if isinstance(got, str):
         return MemReading(name, None, None, floor, Level.UNKNOWN, got)
     avail, total = got

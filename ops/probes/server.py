@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from ops.model import RigConfig, SideConfig
 from ops.platform.base import Host, ScriptUnavailable
 from ops.platform.pinned import python_argv
-from ops.platform.procs import Proc, ProcTable
+from ops.platform.procs import Proc, ProcTable, read_proc
 from ops.platform.types import TcpCheck
 from ops.platform.verbs import port_check, process_table
+from ops.probes.identity import is_server_program
 from ops.tristate import Evidence, State, Verdict
 
 
@@ -26,10 +27,14 @@ def rpc_marker(port: int) -> str:
     return f"-carla-rpc-port={port}"
 
 
-def server_processes(table: ProcTable, port: int) -> list[Proc]:
-    """Every process carrying the exact marker, outer → inner (launcher before the shipping binary)."""
+def server_processes(table: ProcTable, port: int, command: tuple[str, ...] | None = None) -> list[Proc]:
+    """Every process of the server PROGRAM (`command`'s launcher or its shipping binary) carrying the
+    exact marker, outer → inner (launcher before the shipping binary). A `watch pgrep -- -carla-rpc-port=N`
+    carries the marker too: it is not a server. command None: the marker alone (only for code that then
+    checks the program itself; every probe and plan passes the side's command)."""
     marker = rpc_marker(port)
-    found = [p for p in table.procs.values() if p.has_token(marker) and p.state != "Z"]
+    found = [p for p in table.procs.values() if p.has_token(marker) and p.state != "Z"
+             and (command is None or is_server_program(p, command))]
     found.sort(key=lambda p: (p.create_time, p.pid))
     return found
 
@@ -146,7 +151,13 @@ async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host],
     timeout = side.server.probe_timeout_s
     if table is None:
         table = await process_table(host, timeout)
-    procs = server_processes(table, port) if table.ok else []
+    procs = server_processes(table, port, side.server.command) if table.ok else []
+    if host.is_local and procs:
+        # The scan's cache keeps a settled process's state as it was: a launcher that exited since (a
+        # zombie until its parent reaps it) would still read as running. The few marker holders are
+        # read again, fresh, before they are believed.
+        procs = [q for p in procs if (q := read_proc(p.pid)) is not None and q.state != "Z"
+                 and abs(q.create_time - p.create_time) <= 0.05]
     tcp = await port_check(host, port, timeout)
     rpc = None
     if with_rpc and procs and tcp.open:

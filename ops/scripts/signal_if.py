@@ -17,8 +17,25 @@ def create_time(pid: int) -> float:
     return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
+def state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return "?"
+    return raw[raw.rfind(b")") + 2:].split()[0].decode("ascii", "replace")
+
+
+def cmdline(pid: int) -> list:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
+
+
 def main() -> int:
     pid, expected, signame = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+    # argv 4 (optional): the planned argv as JSON, decoded as proctable.py decodes it. exec() keeps the
+    # pid and the start time: a process that exec'd into another program is not the planned one.
+    argv = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
     try:
         actual = create_time(pid)
     except (FileNotFoundError, ProcessLookupError):
@@ -27,6 +44,22 @@ def main() -> int:
     if abs(actual - expected) > 0.05:
         print(json.dumps({"outcome": "changed", "create_time": actual}))
         return 0
+    if argv is not None:
+        try:
+            now = cmdline(pid)
+        except (FileNotFoundError, ProcessLookupError):
+            print(json.dumps({"outcome": "gone"}))
+            return 0
+        except PermissionError as e:
+            print(json.dumps({"outcome": "error", "error": str(e)}))
+            return 0
+        if now != argv:
+            if state(pid) == "Z":   # exited, not yet reaped: its cmdline reads empty
+                print(json.dumps({"outcome": "gone"}))
+                return 0
+            print(json.dumps({"outcome": "changed", "detail": "pid {} now runs {!r} (exec'd since the plan)".format(
+                pid, " ".join(now)[:160])}))
+            return 0
     try:
         os.kill(pid, getattr(signal, signame))
     except ProcessLookupError:

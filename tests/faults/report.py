@@ -4,7 +4,7 @@
 
 pytest runs tests/faults with $CARLA_FAULTS_COUNT_FILE set; the scenarios (tests/faults/conftest.py and
 harness_kit.py) append `scenario <name> <outcome>`, `touched <n>`, `lost <n>`, and the property tests
-`parsers <n>` / `config <n>`. The last line printed is
+`parsers <n>` / `config <n>` / `hostile <n>` (each hostile input a scenario planted). The last line printed is
 
     faults: N scenarios, P passed, T wrongly touched, L records lost, I inputs tried
 
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-INPUT_KINDS = ("parsers", "config")
+INPUT_KINDS = ("parsers", "config", "hostile")
 
 
 def summarize(lines: list[str]) -> tuple[dict[str, str], int, int, int]:

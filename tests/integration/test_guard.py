@@ -5,7 +5,6 @@ import asyncio
 import itertools
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -113,7 +112,12 @@ def test_typed_confirmation_required_when_asked(tmp_path) -> None:
 
 
 def _spawn(code: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code])
+    """A python child that says "ready" once `code`'s set-up has run (a SIGTERM handler, say): waiting on
+    that line, not on a sleep, is what makes a loaded machine behave like an idle one here."""
+    p = subprocess.Popen([sys.executable, "-c", code.replace("time.sleep(60)", "print('ready', flush=True); time.sleep(60)")],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    return p
 
 
 def test_stop_targets_term_then_kill_and_audit(tmp_path) -> None:
@@ -121,7 +125,6 @@ def test_stop_targets_term_then_kill_and_audit(tmp_path) -> None:
     stubborn = _spawn("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)")
     bystander = _spawn("import time; time.sleep(60)")
     try:
-        time.sleep(0.3)
         targets = [Target.of("local", read_proc(p.pid), role) for p, role in ((polite, "harness"), (stubborn, "evaluator"))]
         plan = make_plan(Op.STOP_OWN_LAUNCH, "A", "local", targets, {"launch": "OURS"})
         guard = Guard({"local": LocalHost()}, Audit(tmp_path), grace_s=0.5, kill_wait_s=3)
@@ -144,7 +147,6 @@ def test_stop_targets_term_then_kill_and_audit(tmp_path) -> None:
 def test_changed_identity_is_skipped(tmp_path) -> None:
     p = _spawn("import time; time.sleep(60)")
     try:
-        time.sleep(0.2)
         real = read_proc(p.pid)
         wrong = Target("local", p.pid, real.create_time - 100.0, "evaluator", real.cmdline)
         plan = make_plan(Op.STOP_OWN_LAUNCH, "A", "local", [wrong], {"launch": "OURS"})

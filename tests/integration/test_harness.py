@@ -53,7 +53,7 @@ def test_crash_resumes_by_itself_and_a_new_console_sees_the_run(tmp_path: Path) 
                                   sys.executable, str(rig_yaml)], cwd=REPO, start_new_session=True,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            hb = wait_until(lambda: (s := harness_state(d, "B")) and s["status"] == "running" and s, 20)
+            hb = wait_until(lambda: (s := harness_state(d, "B")) and s["status"] == "running" and s, 90)   # a backstop
             assert hb, harness_state(d, "B")
         finally:
             os.killpg(login.pid, signal.SIGKILL)   # the session's group: its shell and whatever it left

@@ -19,6 +19,7 @@ from ops.probes.server import rpc_marker
 from ops.tristate import Evidence
 from sim import rig as sim
 from sim.layout import SimLayout
+from tests.support.evalops_sim import wait_until
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLES = {
@@ -135,6 +136,12 @@ def test_adapter_refuses_on_a_port_conflict(capsys, rig_dir) -> None:
     rig = load_config(rig_dir / "rig.yaml")
     n = rig.sides["B"].server.rpc_port
     sim.inject(rig_dir, "B", "server-crash")          # the server must be DEAD for adapter polling
+    # The crash takes a moment (a signal, an exit, the port closing): wait for the DEAD verdict itself, or
+    # the refusal below is "server UNKNOWN" instead of the port conflict under test.
+    def dead() -> bool:
+        _rc, out = cli(capsys, "-c", str(rig_dir / "rig.yaml"), "status", "--json", "--no-rpc")
+        return json.loads(out)["sides"]["B"]["server"]["state"] == "DEAD"
+    assert wait_until(dead, 60, every=0.2), cli(capsys, "-c", str(rig_dir / "rig.yaml"), "status", "--json", "--no-rpc")[1]
     set_excluded(rig_dir, [[n + 1, n + 1, False]])
     try:
         rc, out = cli(capsys, "-c", str(rig_dir / "rig.yaml"), "adapter", "B", "--yes", "--json")

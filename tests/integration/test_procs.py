@@ -41,16 +41,22 @@ def test_a_watched_process_that_exits_shows_as_a_zombie_at_once(settled) -> None
 def test_a_watched_process_shows_its_new_parent_and_is_the_same_object_while_nothing_moves(settled) -> None:
     # A middle process starts a grandchild and exits: the grandchild is re-parented (to init or to a
     # subreaper), and a watched one must show that parent on the next scan.
+    # The middle process stays until told (its stdin closes), and the grandchild is first seen asleep:
+    # before, the middle could exit (re-parenting the grandchild) or the grandchild still be starting
+    # Python (R, then S) between the two scans below, and a scan then rightly made a new object.
     middle = subprocess.Popen([sys.executable, "-c",
                                "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
-                               "'import time; time.sleep(60)']); print(p.pid, flush=True)"],
-                              stdout=subprocess.PIPE, text=True)
+                               "'import time; time.sleep(60)']); print(p.pid, flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     grandchild = int(middle.stdout.readline())
     try:
+        assert wait_until(lambda: (g := procs.read_proc(grandchild)) is not None and g.state == "S"
+                          and "time.sleep(60)" in " ".join(g.cmdline or ()), 30)
         scanner = LocalProcScanner()
         before = scanner.scan(frozenset({grandchild})).procs[grandchild]
         again = scanner.scan(frozenset({grandchild})).procs[grandchild]
         assert again is before                           # nothing moved: no new object, tokens kept
+        middle.stdin.close()
         middle.wait(timeout=10)
         assert wait_until(lambda: procs.read_proc(grandchild).ppid != middle.pid, 10)
         after = scanner.scan(frozenset({grandchild})).procs[grandchild]

@@ -494,8 +494,13 @@ def test_hang_keeps_the_process_alive_and_the_log_frozen(sim, spawned, tmp_path)
                for c in p.net_connections("tcp"))
     assert any(c.laddr.port == ev.tm and c.status == psutil.CONN_LISTEN for c in p.net_connections("tcp"))
     ev.fault("hang")
-    assert wait_until(lambda: not ev.faults.exists(), 5)
-    time.sleep(0.2)
+    assert wait_until(lambda: not ev.faults.exists(), 30)
+
+    def settled() -> bool:   # the tick that read the fault may still be writing its line: let it land
+        before = (ev.log.stat().st_mtime, ev.log.stat().st_size)
+        time.sleep(0.3)
+        return (ev.log.stat().st_mtime, ev.log.stat().st_size) == before
+    assert wait_until(settled, 30)
     mtime, size, cpu = ev.log.stat().st_mtime, ev.log.stat().st_size, sum(p.cpu_times()[:2])
     time.sleep(0.8)
     assert (ev.log.stat().st_mtime, ev.log.stat().st_size) == (mtime, size)

@@ -5,6 +5,7 @@ import asyncio
 from pathlib import Path
 
 from ops.config import parse_config
+from ops.parse.sysinfo import parse_df, parse_meminfo, parse_windows_memory
 from ops.probes import preflight as pf
 from ops.probes.gpuview import GpuApp, GpuRow, GpuView, parse_apps, parse_gpus
 from ops.probes.resources import (
@@ -13,9 +14,6 @@ from ops.probes.resources import (
     budget_fit,
     disk_level,
     foreign_load,
-    parse_df,
-    parse_meminfo,
-    parse_windows_memory,
     read_memory,
 )
 from ops.tristate import Evidence
