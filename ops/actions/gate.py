@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ops.model import RigConfig
 from ops.probes.preflight import PreflightReport, preflight_side, summary_lines
-from ops.probes.resources import BudgetFit, FsReading, Level, Resources, read_resources, side_disks
+from ops.probes.resources import BudgetFit, FsReading, Level, Resources, read_resources, resource_timeout, side_disks
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ async def _gate(live, side: str, snap, alert: bool) -> Gate:
                                                      for n in others))))
     snaps[side] = snap
     # The preflight's conda start and imports take seconds: the resources are read meanwhile.
-    res_task = asyncio.ensure_future(read_resources(rig, live.hosts, snaps, tables, timeout))
+    res_task = asyncio.ensure_future(read_resources(rig, live.hosts, snaps, tables, resource_timeout(rig)))
 
     async def view():
         return (await res_task).gpus.get(sc.server.host)

@@ -343,4 +343,14 @@ async def resources_now(live, snaps: dict) -> Resources:
     timeout = max(s.server.probe_timeout_s for s in rig.sides.values())
     names = {h for s in rig.sides.values() for h in (s.server.host, s.evaluator.host)}
     tables = await live.prober.tables(names, timeout, share=True)
-    return await read_resources(rig, live.hosts, snaps, tables, timeout)
+    return await read_resources(rig, live.hosts, snaps, tables, resource_timeout(rig))
+
+
+RESOURCE_TIMEOUT_MIN_S = 15.0
+
+
+def resource_timeout(rig: RigConfig) -> float:
+    """The bound of one resource reading (nvidia-smi, df, PowerShell): off the 1 Hz path (a launch's gate,
+    status, the TUI's 30 s loop), so a loaded host gets longer than a poll's probe_timeout_s before the
+    reading is UNKNOWN."""
+    return max(RESOURCE_TIMEOUT_MIN_S, *(s.server.probe_timeout_s for s in rig.sides.values()))

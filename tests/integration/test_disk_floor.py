@@ -45,6 +45,7 @@ def fill_to(mnt: Path, free_mb: int) -> None:
         f.write(b"\0" * max(0, free - free_mb * 2**20))
 
 
+@pytest.mark.timeout(600)
 def test_below_the_critical_floor_no_new_attempt_starts_and_the_checkpoint_is_intact(tmp_path: Path,
                                                                                     tmpfs: Path) -> None:
     d = tmp_path / "sim"

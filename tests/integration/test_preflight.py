@@ -47,6 +47,7 @@ def by_name(rep: dict) -> dict[str, dict]:
     return {c["name"]: c for c in rep["checks"]}
 
 
+@pytest.mark.timeout(900)   # one rig, eight preflights of several seconds each on a loaded machine
 def test_preflight_json_of_a_healthy_side_and_each_failure(tmp_path: Path) -> None:
     d = tmp_path / "sim"
     with sim_rig(d, sides=("A",)) as rig_yaml:
@@ -124,6 +125,7 @@ TWO_GPUS = {
 }
 
 
+@pytest.mark.timeout(600)
 def test_torch_sees_cuda_and_keeps_off_the_servers_gpu(tmp_path: Path) -> None:
     d = tmp_path / "sim"
     with sim_rig(d, sides=("A",), gpus=TWO_GPUS) as rig_yaml:
@@ -153,6 +155,7 @@ def test_torch_sees_cuda_and_keeps_off_the_servers_gpu(tmp_path: Path) -> None:
         assert rc == 1 and c["verdict"] == "FAIL" and "sees no CUDA device (CUDA_VISIBLE_DEVICES=)" in c["summary"]
 
 
+@pytest.mark.timeout(600)
 def test_launch_refused_for_debug_1_unless_a_debugging_run(tmp_path: Path) -> None:
     d = tmp_path / "sim"
     with sim_rig(d, sides=("A",)) as rig_yaml:
@@ -189,6 +192,7 @@ def stranger():
         p.wait()
 
 
+@pytest.mark.timeout(600)
 def test_launch_refused_for_a_vram_budget_that_does_not_fit_and_foreign_load_shown(tmp_path: Path,
                                                                                    stranger) -> None:
     d = tmp_path / "sim"
