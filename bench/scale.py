@@ -92,7 +92,7 @@ def main() -> int:
     print(f"2 sides, 1 host: beat median {y:.1f} ms (p90 {pct(base, 0.9):.1f})")
 
     tmp = Path(tempfile.mkdtemp(prefix="carla-scale-"))
-    cluster = Cluster.start(tmp / "cluster", gpus=8)
+    cluster = Cluster.start(tmp / "cluster", gpus=max(8, a.sides))   # a GPU a side: none waits for one
     os.environ["SLURM_CONF"] = str(cluster.conf)
     tmuxes: list[Tmux] = []
     try:
