@@ -62,11 +62,15 @@ def detail_title(screen: str) -> str | None:
 
 def key_latencies(tmux: Tmux, sides: list[str], presses: int) -> list[float]:
     out = []
+    step = 1
     for _ in range(presses):
         before = detail_title(tmux.screen())
-        want = sides[(sides.index(before) + 1) % len(sides)] if before in sides else None
+        if before in sides:   # the table's cursor stops at either end: turn round there
+            i = sides.index(before)
+            step = -1 if i == len(sides) - 1 else 1 if i == 0 else step
+        want = sides[sides.index(before) + step] if before in sides else None
         t0 = time.perf_counter()
-        tmux.keys("Down")
+        tmux.keys("Down" if step > 0 else "Up")
         tmux.wait(lambda s: detail_title(s) == want if want else detail_title(s) != before, 10, f"detail {want}",
                   every=0.002)
         out.append((time.perf_counter() - t0) * 1000)

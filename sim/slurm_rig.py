@@ -61,6 +61,11 @@ def up(dir: str | Path, *, sides: Sequence[str], conf: str | None = None, thrott
                                     work=str(work), route_s=route_s, tick_s=tick_s, eval_timeout_s=600.0))
     sim._write_config(layout, states, stall_s)
     cfg = yaml.safe_load(layout.rig_yaml.read_text())
+    # Tens of sides start at once on one node: their probes (the sim's netsh, the carla client under the
+    # fake conda) take seconds while the node is busy starting them. Timeouts stay timeouts (UNKNOWN
+    # refuses), just not the 3 s of a two-side demo.
+    for side in cfg["sides"].values():
+        side["server"]["probe_timeout_s"] = max(side["server"].get("probe_timeout_s", 3), 15)
     cfg["name"] = re.sub(r"[^A-Za-z0-9_-]", "-", str(cfg["name"]))
     cfg["engine"] = "slurm"
     cfg["slurm"] = {"host": "local", "cluster": "sim", "conf": str(Path(conf).resolve()),
