@@ -555,6 +555,11 @@ def _read_slurm(r: _Reader, node: yaml.Node, base: Path, hosts: dict[str, HostCo
             kw[k] = r.scalar(m[k], f"slurm.{k}", int, check=lambda v: None if v >= 0 else "must be >= 0")
     if "sbatch_args" in m:
         kw["sbatch_args"] = r.seq(m["sbatch_args"], "slurm.sbatch_args", str) or ()
+        owned = ("--wrap", "-J", "--job-name", "-o", "--output", "--array", "-a", "--parsable")
+        for i, tok in enumerate(kw["sbatch_args"]):
+            if tok.split("=")[0] in owned:
+                r.err(m["sbatch_args"], f"slurm.sbatch_args[{i}]", f"{tok!r} is set by the console (the job's "
+                      "name, output, array and script are its own); remove it")
     host = kw.get("host") or "local"
     if host not in hosts:
         r.err(m.get("host") or node, "slurm.host", f"host {host!r} is not defined under hosts (the submit host "

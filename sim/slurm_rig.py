@@ -26,7 +26,7 @@ def side_names(n: int) -> list[str]:
     return [f"s{i + 1:02d}" for i in range(n)]
 
 
-NODE_GPUS = 8
+NODE_GPUS = 64   # adapters 0..63 render: a fake node as big as any test cluster's GRES
 
 
 def node_gpus(n: int = NODE_GPUS) -> dict[str, Any]:
@@ -46,14 +46,26 @@ def up(dir: str | Path, *, sides: Sequence[str], conf: str | None = None, thrott
     if not conf:
         raise ValueError("sim up --engine slurm runs the sides on the cluster SLURM_CONF names: set SLURM_CONF "
                          "(or pass the cluster's slurm.conf)")
-    layout, excluded = sim._fresh(dir, sides, node_gpus(), None)
+    layout, _excluded = sim._fresh(dir, sides, node_gpus(), None)
+    # The config's ports are only each job's first choice (it takes free ones on its node): a plain
+    # disjoint plan, 10 ports a side, from a free block here (tens of sides do not fit the sim's spread-out
+    # random picks).
+    base = ports_mod.pick(1)[0].rpc
+    base = base - base % 10
+    if base + 10 * len(sides) > 65000:
+        base = 20000
     states = []
-    for name, p in zip(sides, ports_mod.pick(len(sides), excluded=excluded)):
+    for i, name in enumerate(sides):
         work = install.write_work_dir(layout, name, routes)
-        states.append(sim.SideState(name=name, rpc_port=p.rpc, tm_port=p.tm, adapter=0, work=str(work),
-                                    route_s=route_s, tick_s=tick_s, eval_timeout_s=600.0))
+        states.append(sim.SideState(name=name, rpc_port=base + 10 * i, tm_port=base + 10 * i + 5, adapter=0,
+                                    work=str(work), route_s=route_s, tick_s=tick_s, eval_timeout_s=600.0))
     sim._write_config(layout, states, stall_s)
     cfg = yaml.safe_load(layout.rig_yaml.read_text())
+    # Tens of sides start at once on one node: their probes (the sim's netsh, the carla client under the
+    # fake conda) take seconds while the node is busy starting them. Timeouts stay timeouts (UNKNOWN
+    # refuses), just not the 3 s of a two-side demo.
+    for side in cfg["sides"].values():
+        side["server"]["probe_timeout_s"] = max(side["server"].get("probe_timeout_s", 3), 15)
     cfg["name"] = re.sub(r"[^A-Za-z0-9_-]", "-", str(cfg["name"]))
     cfg["engine"] = "slurm"
     cfg["slurm"] = {"host": "local", "cluster": "sim", "conf": str(Path(conf).resolve()),

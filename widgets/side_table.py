@@ -22,6 +22,8 @@ from ops.probes.prober import SideSnapshot
 from widgets.words import word
 
 COLUMNS = ("SIDE", "STATE", "PROGRESS", "BEAT", "HOST/JOB", "ETA")
+# Fixed widths (cells are padded by one each side): the six columns fill 80 terminal columns.
+WIDTHS = (5, 19, 8, 5, 19, 6)
 SORT_KEYS = ("side", "state", "progress", "beat", "where", "eta")
 
 
@@ -59,11 +61,15 @@ def row_of(side: str, snap: SideSnapshot | None, greyed: str | None) -> dict[str
 
 
 class SideTable(Vertical, can_focus=False):
+    # Not scoped: with a table of sides the detail pane drops its log tail, so that at 80x24 the table
+    # keeps most of the screen (the log of the selected side is one key away in its own pane otherwise).
+    SCOPED_CSS = False
     DEFAULT_CSS = """
-    SideTable { height: 1fr; min-height: 5; }
+    SideTable { height: 1fr; min-height: 7; }
     SideTable > #side-filter { height: 1; border: none; padding: 0 1; display: none; }
     SideTable > #side-filter.-on { display: block; }
     SideTable > DataTable { height: 1fr; }
+    Screen.-tabular SidePane LogTail { display: none; }
     """
     BINDINGS = [
         Binding("s", "sort", "Sort"),
@@ -103,7 +109,7 @@ class SideTable(Vertical, can_focus=False):
     def on_mount(self) -> None:
         t = self.table
         for i, name in enumerate(COLUMNS):
-            t.add_column(name, key=SORT_KEYS[i])
+            t.add_column(name, key=SORT_KEYS[i], width=WIDTHS[i])
         self._rebuild()
 
     # ----- content -----------------------------------------------------------------------------------

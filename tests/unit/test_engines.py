@@ -134,6 +134,7 @@ def test_slurm_block_loads_with_defaults():
     ("gres: null", "gres: null, host: nowhere", "slurm.host"),
     ("gres: null", "gres: null, partitions: x", "slurm.partitions"),
     ("name: r", "name: r.x", "name"),
+    ("gres: null", "gres: null, sbatch_args: [--wrap, 'sleep 1']", "slurm.sbatch_args[0]"),
 ])
 def test_slurm_block_errors_name_the_key(old, new, key):
     with pytest.raises(ConfigError) as e:
@@ -148,3 +149,10 @@ def test_array_tasks_map_to_sides_through_the_array_record(tmp_path):
     (tmp_path / "slurm" / "array-1.json").write_text('{"sides": ["A", "B", "C", "D"]}')
     rows = parse_squeue(SQUEUE)
     assert [eng.side_of(r) for r in rows] == [["C", "D"], ["A"], ["B"], ["A"]]
+
+
+def test_sim_side_names_are_letters_then_numbered():
+    from sim.slurm_rig import side_names
+    assert side_names(3) == ["A", "B", "C"]
+    assert side_names(26)[-1] == "Z"
+    assert side_names(32)[:2] == ["s01", "s02"] and len(set(side_names(64))) == 64

@@ -91,6 +91,7 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.set_class(len(self.sides) == 1, "-one-side")
+        self.set_class(self.tabular, "-tabular")
         self.query_one(EventLog).border_title = "events"
         if self.sides:
             self.pane(self.sides[0]).focus()

@@ -1,0 +1,147 @@
+"""Benchmark: the console at scale. A 2-side rig on one host (the baseline), then N sides (default 32) as
+SLURM jobs on a one-node cluster of the benchmark's own (tests/support/slurm.py), and prints one line:
+
+    scale: S sides on H hosts: beat median X ms (2 sides: Y ms), key p99 Z ms, idle W % (trivial Textual app T %, htop V %)
+
+- beat: one poll of every side, as the TUI's backend does it (LiveBackend.probe for each side, gathered:
+  the process table and the squeue are shared by the beat), every second for --beats beats; the median.
+  Target: X / Y <= 8 for 16x the sides (sublinear).
+- key p99: the console runs in tmux (80x24) on the N-side rig; `down` moves the table's selection; the time
+  from send-keys until the detail pane's title names the next side, over --keys presses. Target <= 100 ms.
+- idle: CPU of the console, of bench/trivial_app.py (20 lines repainted once a second) and of `htop -d 10`,
+  each in its own tmux at 80x24, side by side over the same --seconds window. Target: W <= 1.5 x T.
+
+    python bench/scale.py [--sides 32] [--beats 10] [--keys 40] [--seconds 30]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import ENTRY, Tmux, become_subreaper, cpu_times, machine_line, pct, sim_rig  # noqa: E402
+
+W, H = 80, 24
+
+
+async def beat_ms(rig_yaml: Path, beats: int) -> list[float]:
+    """Wall time of one beat over every side, as the TUI's backend polls (after one warm-up beat)."""
+    from console.tui.backend import LiveBackend
+    from ops.config import load_config
+    rig = load_config(rig_yaml)
+    backend = LiveBackend(rig)
+    await backend.start()
+    try:
+        out = []
+        for i in range(beats + 1):
+            t0 = time.perf_counter()
+            await asyncio.gather(*(backend.probe(s, rpc=False) for s in rig.sides))
+            if i:
+                out.append((time.perf_counter() - t0) * 1000)
+            await asyncio.sleep(1.0)
+        return out
+    finally:
+        await backend.close()
+
+
+def detail_title(screen: str) -> str | None:
+    """The detail pane's title (its border: ╭─ NAME ─ or ╔═ NAME ═)."""
+    m = re.search(r"[╭╔][─═] (\S+) [─═]", screen)
+    return m.group(1) if m else None
+
+
+def key_latencies(tmux: Tmux, sides: list[str], presses: int) -> list[float]:
+    out = []
+    step = 1
+    for _ in range(presses):
+        before = detail_title(tmux.screen())
+        if before in sides:   # the table's cursor stops at either end: turn round there
+            i = sides.index(before)
+            step = -1 if i == len(sides) - 1 else 1 if i == 0 else step
+        want = sides[sides.index(before) + step] if before in sides else None
+        t0 = time.perf_counter()
+        tmux.keys("Down" if step > 0 else "Up")
+        tmux.wait(lambda s: detail_title(s) == want if want else detail_title(s) != before, 10, f"detail {want}",
+                  every=0.002)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sides", type=int, default=32)
+    ap.add_argument("--beats", type=int, default=10)
+    ap.add_argument("--keys", type=int, default=40)
+    ap.add_argument("--seconds", type=int, default=30)
+    a = ap.parse_args()
+    become_subreaper()
+    print(machine_line())
+    from console.cli import sim as sim_cli
+    from sim.slurm_rig import side_names
+    from tests.support.slurm import Cluster
+
+    with sim_rig(routes=200) as two:
+        base = asyncio.run(beat_ms(two, a.beats))
+    y = statistics.median(base)
+    print(f"2 sides, 1 host: beat median {y:.1f} ms (p90 {pct(base, 0.9):.1f})")
+
+    tmp = Path(tempfile.mkdtemp(prefix="carla-scale-"))
+    cluster = Cluster.start(tmp / "cluster", gpus=max(8, a.sides))   # a GPU a side: none waits for one
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    tmuxes: list[Tmux] = []
+    try:
+        names = side_names(a.sides)
+        t0 = time.monotonic()
+        rig_yaml = sim_cli.up_slurm(tmp / "rig", names, route_s=600.0, routes=200, gres="gpu:1")
+        print(f"{a.sides} sides as one job array on {cluster.node}: running after {time.monotonic() - t0:.0f} s")
+        many = asyncio.run(beat_ms(rig_yaml, a.beats))
+        x = statistics.median(many)
+        print(f"{a.sides} sides, SLURM: beat median {x:.1f} ms (p90 {pct(many, 0.9):.1f}); ratio {x / y:.1f}x "
+              f"for {a.sides / 2:.0f}x the sides")
+
+        console, trivial, htop = Tmux("scale-console", W, H), Tmux("scale-trivial", W, H), Tmux("scale-htop", W, H)
+        tmuxes += [console, trivial, htop]
+        pid = console.start([str(ENTRY), "-c", str(rig_yaml)])
+        console.wait(lambda s: s.count("RUNNING") >= 3, 120, "the console's table of sides")
+        tpid = trivial.start([sys.executable, str(Path(__file__).with_name("trivial_app.py"))])
+        trivial.wait(lambda s: "line 19" in s, 60, "the trivial app")
+        hpid = htop.start(["htop", "-d", "10"])
+        time.sleep(5)
+        c0, t0c, h0 = cpu_times(pid), cpu_times(tpid), cpu_times(hpid)
+        time.sleep(a.seconds)
+        c1, t1c, h1 = cpu_times(pid), cpu_times(tpid), cpu_times(hpid)
+        wall = c1.at - c0.at
+        idle, triv, hto = ((e.own - s.own) / wall * 100 for s, e in ((c0, c1), (t0c, t1c), (h0, h1)))
+        print(f"idle over {wall:.0f} s: console {idle:.2f} %, trivial Textual app {triv:.2f} %, htop -d 10 "
+              f"{hto:.2f} % of one core; console / trivial {idle / max(triv, 1e-9):.2f}x")
+        lat = key_latencies(console, names, a.keys)
+        z = pct(lat, 0.99)
+        print(f"keys: {len(lat)} presses of Down, median {statistics.median(lat):.0f} ms, p99 {z:.0f} ms "
+              f"(includes tmux send-keys and capture-pane)")
+        print(f"scale: {a.sides} sides on 1 hosts: beat median {x:.0f} ms (2 sides: {y:.0f} ms), key p99 {z:.0f} ms, "
+              f"idle {idle:.2f} % (trivial Textual app {triv:.2f} %, htop {hto:.2f} %)")
+        print(f"targets: beat {x / y:.1f}x <= 8x: {'met' if x / y <= 8 else 'NOT met'}; key p99 <= 100 ms: "
+              f"{'met' if z <= 100 else 'NOT met'}; idle <= 1.5x trivial: {'met' if idle <= 1.5 * triv else 'NOT met'}")
+        return 0
+    finally:
+        for t in tmuxes:
+            with contextlib.suppress(Exception):
+                t.stop()
+        with contextlib.suppress(Exception):
+            sim_cli.down(tmp / "rig")
+        cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
