@@ -8,7 +8,7 @@ from ops.model import HostConfig, RigConfig
 from ops.tristate import Beat
 from tests.tui.fakes import FakeBackend, side_config, snapshot
 from widgets.side_pane import SidePane
-from widgets.side_table import SideTable
+from widgets.side_table import SORT_KEYS, SideTable
 
 N = 24
 
@@ -85,3 +85,28 @@ async def test_a_greyed_side_says_why_in_its_row() -> None:
         await pilot.pause(0.1)
         row = next(r for r in cells(app) if r[0] == "s07")
         assert row[1].startswith("UNKNOWN poll timed out")
+
+
+async def test_sorted_by_heartbeat_age_a_beat_reorders_the_rows_once_and_keeps_the_selection() -> None:
+    b = many_sides()
+    app = ConsoleApp(b, poll=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for side in b.rig.sides:
+            app.show_snapshot(b.snaps[side])
+        await pilot.pause(0.2)
+        await pilot.press("down", "down", "s", "s", "s")   # s03 selected; sort: STATE, PROGRESS, BEAT
+        await pilot.pause(0.2)
+        table = app.main.query_one(SideTable)
+        assert SORT_KEYS[table.sort_col] == "beat" and app.main.selected == "s03"
+        ages = {side: float((i * 37) % 50) + 0.5 for i, side in enumerate(b.rig.sides)}
+        with app.batch_update():                             # a beat: every side's age moves
+            for side, age in ages.items():
+                snap = b.snaps[side]
+                app.show_snapshot(replace(snap, heartbeat=replace(snap.heartbeat, age_s=age)))
+        for _ in range(100):                                 # the reorder runs once the batch is shown
+            if table.shown == sorted(ages, key=lambda s: ages[s]):
+                break
+            await pilot.pause(0.02)
+        assert table.shown == sorted(ages, key=lambda s: ages[s])
+        assert app.main.selected == "s03" and table.selected == "s03"
+        assert app.main.query_one(SidePane).border_title == "s03"
