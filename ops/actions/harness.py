@@ -45,7 +45,7 @@ from ops.notify import Notifier
 from ops.platform.procs import read_proc
 from ops.platform.verbs import process_table
 from ops.probes.chain import is_evaluator_of
-from ops.probes.harness_state import AttemptRecord, HarnessState, side_dir, write_state
+from ops.probes.harness_state import AttemptRecord, HarnessState, HarnessStatus, SupervisorState, side_dir, write_state
 from ops.rig import LiveRig, open_rig
 from ops.tristate import Beat, State
 
@@ -95,7 +95,8 @@ class Harness:
 
     # ---- state, events -----------------------------------------------------------------------------
 
-    def save(self, status: str | None = None, detail: str | None = None, supervisor: str | None = None) -> None:
+    def save(self, status: HarnessStatus | None = None, detail: str | None = None,
+             supervisor: SupervisorState | None = None) -> None:
         if status is not None:
             self.state.status = status
         if detail is not None:

@@ -9,9 +9,13 @@ import functools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from ops.model import RigConfig
 from ops.platform import atomic
+
+HarnessStatus = Literal["starting", "running", "resuming", "finished", "failed", "gave_up", "stopped", "refused"]
+SupervisorState = Literal["watching", "recovering", "restarting-server", "waiting", "needs-human", "gave-up", "done"]
 
 
 @dataclass
@@ -33,14 +37,14 @@ class HarnessState:
     pid: int
     create_time: float
     max_attempts: int
-    status: str = "starting"     # starting | running | resuming | finished | failed | gave_up | stopped | refused
+    status: HarnessStatus = "starting"
     attempt: int = 0
     detail: str = ""
     updated: float = 0.0
     attempts: list[AttemptRecord] = field(default_factory=list)
     # The supervisor (ops/actions/harness.py): what it does now, and the budgets it has used. Never reset:
     # an adopting supervisor continues these counts.
-    supervisor: str = "watching"  # watching | recovering | restarting-server | waiting | needs-human | gave-up | done
+    supervisor: SupervisorState = "watching"
     recoveries: int = 0
     route_recoveries: dict[str, int] = field(default_factory=dict)
     route_failures: dict[str, int] = field(default_factory=dict)
