@@ -340,7 +340,8 @@ class Harness:
                 self.woke.discard("server-unknown")
                 return "polled"
             self.event("server-restart-failed", detail)
-            return "refuse"
+            # Plan again after a pause: the next pass measures anew, and the restart budget bounds the tries.
+            return "retry"
         return "refuse"
 
     def _stopped(self) -> int:
