@@ -73,13 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("harness", help="(internal) the detached supervisor of one side's run")
     p.add_argument("side")
+    p.add_argument("--adopt", action="store_true", help="watch the side's running evaluator, continuing its state")
     p = sub.add_parser("job-run", help="(internal) a side's SLURM job on its node")
     p.add_argument("side", help="the side, or @FILE: a job array's sides, indexed by SLURM_ARRAY_TASK_ID")
     p = sub.add_parser("jobs", help="the sides as the rig's engine runs them; --keep requeues lost jobs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--keep", action="store_true", help="apply the requeue policy (slurm.requeue_budget)")
     p.add_argument("--watch", type=float, default=0.0, metavar="S", help="repeat every S seconds")
-    p.add_argument("--adopt", action="store_true", help="watch the side's running evaluator, continuing its state")
 
     from console.cli import compare, results, split
     for planning in (results, compare, split):
