@@ -24,6 +24,7 @@ from ops.model import (
     ServerConfig,
     SideConfig,
     SlurmConfig,
+    SupervisorConfig,
 )
 from ops.platform.bounded import read_regular
 
@@ -185,6 +186,14 @@ LIMITS: dict[str, tuple[float, float]] = {
     "disk_warning_mb": (1, 1 << 40),
     "disk_critical_mb": (1, 1 << 40),
     "preflight_timeout_s": (0.1, 3600.0),
+    "hung_probes": (1, 1000),
+    "hung_after_s": (0, 86400.0),
+    "watch_s": (0.05, 3600.0),
+    "unknown_wait_s": (0.1, 7 * 86400.0),
+    "max_recoveries": (0, 10000),
+    "max_route_recoveries": (0, 10000),
+    "server_restarts_per_hour": (0, 1000),
+    "quarantine_after": (0, 1000),
 }
 
 
@@ -210,15 +219,18 @@ _HOST_KEYS = {"type": True, "os": False, "address": False, "port": False, "user"
               "netsh": False, "vram_source": False, "memory_floor_mb": False}
 _SERVER_KEYS = {"host": True, "command": True, "rpc_port": True, "adapter": False, "adapter_candidates": False,
                 "vram_min_delta_mb": False, "start_wait_s": False, "probe_timeout_s": False,
-                "managed_by_evaluator": False, "auto_start": False}
+                "managed_by_evaluator": False, "auto_start": False, "hung_probes": False, "hung_after_s": False}
 _EVAL_KEYS = {"host": True, "conda_env": True, "cwd": True, "script": True, "routes": True, "checkpoint": True,
               "log": True, "tm_port": False, "args": False, "env": False, "max_attempts": False, "python": False,
               "debug_run": False, "share_server_gpu": False}
 _SIDE_KEYS = {"server": True, "evaluator": True, "heartbeat": False, "expect_wall_game_min": False,
-              "vram_budget_mb": False}
+              "vram_budget_mb": False, "supervisor": False}
+_SUPERVISOR_KEYS = {"auto": False, "watch_s": False, "max_recoveries": False, "max_route_recoveries": False,
+                    "server_restarts_per_hour": False, "quarantine_after": False, "unknown_wait_s": False,
+                    "bell": False}
 _TOP_KEYS = {"version": True, "name": False, "state_dir": False, "conda": False, "poll_s": False,
              "hosts": True, "sides": True, "engine": False, "slurm": False,
-             "resources": False}
+             "resources": False, "notify": False}
 _SLURM_KEYS = {"host": False, "cluster": False, "conf": False, "partition": False, "gres": False, "time_limit": False,
                "requeue_budget": False, "array_throttle": False, "sbatch_args": False, "python": False}
 ENGINES = ("process", "slurm")
@@ -304,6 +316,12 @@ def _read_server(r: _Reader, key: str, node: yaml.Node) -> ServerConfig | None:
     for k in ("start_wait_s", "probe_timeout_s"):
         if k in m:
             kw[k] = r.scalar(m[k], f"{key}.{k}", float, check=_within(k))
+    # HUNG (K consecutive unanswered rpc probes over at least T s): one block, with its defaults in the model.
+    if "hung_probes" in m:
+        kw["hung_probes"] = r.scalar(m["hung_probes"], f"{key}.hung_probes", int, check=_within("hung_probes"))
+    if "hung_after_s" in m:
+        kw["hung_after_s"] = r.scalar(m["hung_after_s"], f"{key}.hung_after_s", float,
+                                      check=_within("hung_after_s"))
     for flag in ("managed_by_evaluator", "auto_start"):
         if flag in m:
             kw[flag] = r.scalar(m[flag], f"{key}.{flag}", bool)
@@ -480,10 +498,31 @@ def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig
         budget = r.scalar(m["vram_budget_mb"], f"{key}.vram_budget_mb", int, check=_within("vram_budget_mb"))
         if budget is None:
             return None
-    if server is None or evaluator is None:
+    supervisor = _read_supervisor(r, f"{key}.supervisor", m["supervisor"]) if "supervisor" in m else SupervisorConfig()
+    if server is None or evaluator is None or supervisor is None:
         return None
     return SideConfig(name=name, server=server, evaluator=evaluator, heartbeat=heartbeat,
-                      expect_wall_game_min=floor, vram_budget_mb=budget)
+                      expect_wall_game_min=floor, vram_budget_mb=budget, supervisor=supervisor)
+
+
+def _read_supervisor(r: _Reader, key: str, node: yaml.Node) -> SupervisorConfig | None:
+    n_issues = len(r.issues)
+    m = r.mapping(node, key, _SUPERVISOR_KEYS)
+    if m is None:
+        return None
+    kw: dict[str, Any] = {}
+    for flag in ("auto", "bell"):
+        if flag in m:
+            kw[flag] = r.scalar(m[flag], f"{key}.{flag}", bool)
+    for k in ("watch_s", "unknown_wait_s"):
+        if k in m:
+            kw[k] = r.scalar(m[k], f"{key}.{k}", float, check=_within(k))
+    for k in ("max_recoveries", "max_route_recoveries", "server_restarts_per_hour", "quarantine_after"):
+        if k in m:
+            kw[k] = r.scalar(m[k], f"{key}.{k}", int, check=_within(k))
+    if len(r.issues) > n_issues:
+        return None
+    return SupervisorConfig(**kw)
 
 
 def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str, SideConfig],
@@ -670,6 +709,11 @@ def _parse_config(text: str, file: str) -> RigConfig:
     conda = _argv(r, top["conda"], "conda") if "conda" in top else ("conda",)
     poll_s = r.scalar(top["poll_s"], "poll_s", float, check=_within("poll_s")) if "poll_s" in top else 1.0
     resources = _read_resources(r, top["resources"]) if "resources" in top else ResourcesConfig()
+    notify: tuple[str, ...] = ()
+    if "notify" in top:
+        urls = r.seq(top["notify"], "notify", str, check=lambda v: None if "://" in v else
+                     f"not an apprise URL (scheme://...): {v!r}")
+        notify = tuple(urls or ())
     rig_hosts: dict[str, HostConfig] = {}
     if "hosts" in top:
         for hname, _k, hnode in r.names(top["hosts"], "hosts"):
@@ -704,4 +748,4 @@ def _parse_config(text: str, file: str) -> RigConfig:
                      conda=conda or ("conda",), poll_s=poll_s or 1.0, hosts=rig_hosts, sides=sides,
                      warnings=tuple(warnings), engine=engine or "process",
                      slurm=(slurm or SlurmConfig()) if engine == "slurm" else slurm,
-                     resources=resources or ResourcesConfig())
+                     resources=resources or ResourcesConfig(), notify=notify)

@@ -40,6 +40,8 @@ class ServerConfig:
     probe_timeout_s: float = 5.0
     managed_by_evaluator: bool = False  # the evaluator starts/kills its own server (Bench2Drive style)
     auto_start: bool = False       # launch/harness run adapter polling when this server is DEAD
+    hung_probes: int = 3           # HUNG: this many consecutive unanswered rpc probes (K) ...
+    hung_after_s: float = 60.0     # ... spanning at least this long (T)
 
     @property
     def ports(self) -> tuple[int, int, int]:
@@ -77,6 +79,21 @@ class HeartbeatConfig:
 
 
 @dataclass(frozen=True)
+class SupervisorConfig:
+    """What the detached harness may do by itself (README: "The supervisor"). `auto` is the rig's documented
+    confirmation policy for automatic recoveries and server restarts; it never overrides UNKNOWN."""
+
+    auto: bool = True                   # act on STALE / DEAD / HUNG without a human (off: watch and notify)
+    watch_s: float = 5.0                # how often the supervisor looks at heartbeat, evaluator and server
+    max_recoveries: int = 10            # automatic recoveries of a stalled evaluator, per side
+    max_route_recoveries: int = 3       # ... per route
+    server_restarts_per_hour: int = 3   # server restarts (DEAD or HUNG) in any sliding hour
+    quarantine_after: int = 3           # failures of one route (crash, hang, set-up) before it is retired; 0: never
+    unknown_wait_s: float = 600.0       # how long an UNKNOWN server may block the next attempt before giving up
+    bell: bool = True                   # the TUI rings the terminal bell when this side needs a human
+
+
+@dataclass(frozen=True)
 class SideConfig:
     name: str
     server: ServerConfig
@@ -95,6 +112,7 @@ class SideConfig:
                 except ValueError:
                     return 0
         return 0
+    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     @property
     def planned_ports(self) -> tuple[int, int, int, int]:
@@ -144,6 +162,7 @@ class RigConfig:
     engine: str = "process"        # 'process' (detached local harness) | 'slurm' (batch jobs)
     slurm: SlurmConfig | None = None
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    notify: tuple[str, ...] = ()   # apprise URLs (ops/notify.py); empty: no notifications
 
     def side(self, name: str) -> SideConfig:
         return self.sides[name]

@@ -14,6 +14,9 @@ class State(str, Enum):
     ALIVE = "ALIVE"
     DEAD = "DEAD"
     UNKNOWN = "UNKNOWN"
+    # A server whose process and port are present but whose RPC stayed silent in K consecutive probes over
+    # at least T seconds: a measurement (positive evidence), unlike UNKNOWN (ops/probes/server.py).
+    HUNG = "HUNG"
 
     def __str__(self) -> str:
         return self.value

@@ -36,7 +36,7 @@ from sim import b2d
 
 CRASH_RC = 1
 SETUP_FAILED_RC = 1
-FAULTS = ("hang", "crash", "finish")
+FAULTS = ("hang", "crash", "finish", "setup-fail")
 TM_BIND_ERROR = ("trying to create rpc server for traffic manager; but the system failed to create "
                  "because of bind error.")
 
@@ -75,11 +75,13 @@ class Pace:
     tick_s: float
     route_s: float
     wall_per_game: float      # duration_system / duration_game: a real model is several times slower
+    crash_routes: frozenset[str] = frozenset()   # XML route ids that crash every run (SIM_CRASH_ROUTES, comma list)
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Pace:
         return cls(tick_s=float(env.get("SIM_TICK_S", "0.5")), route_s=float(env.get("SIM_ROUTE_S", "3")),
-                   wall_per_game=float(env.get("SIM_WALL_PER_GAME", "6")))
+                   wall_per_game=float(env.get("SIM_WALL_PER_GAME", "6")),
+                   crash_routes=frozenset(r for r in env.get("SIM_CRASH_ROUTES", "").split(",") if r))
 
 
 def say(msg: str) -> None:
@@ -110,6 +112,10 @@ class Faults:
 
 
 class SimulationCrashed(Exception):
+    pass
+
+
+class AgentSetupFailed(Exception):
     pass
 
 
@@ -207,12 +213,23 @@ class Evaluator:
                 self.on_fault(self.faults.take())
                 if self.fast:
                     break
+                if tick and config.route_id in self.pace.crash_routes:
+                    raise SimulationCrashed(f"[sim] route {config.route_id} crashes every time (SIM_CRASH_ROUTES)")
                 self.server_tick()
                 tick += 1
                 game_t = (time.monotonic() - start) / self.pace.wall_per_game
                 say(f"[{config.full_name}] step {tick} game_time={game_t:.2f}s "
                     f"route {config.index + 1}/{self.stats.total_routes or '?'}")
                 time.sleep(self.pace.tick_s)
+        except AgentSetupFailed as exc:
+            # Bench2Drive: the route is recorded "Failed - Agent couldn't be set up", the run stops (255), and
+            # its own resume moves past that route.
+            say(f"\n\033[91mCould not set up the required agent:\n> {exc}\033[0m")
+            self.stats.save_entry_status("Rejected")
+            wall = time.monotonic() - start
+            self.stats.compute_route_statistics(config.index, None, wall, wall / self.pace.wall_per_game,
+                                                "Agent couldn't be set up")
+            return True
         except SimulationCrashed as exc:
             say("\n\033[91mError during the simulation:")
             say(f"\nTraceback (most recent call last):\nRuntimeError: {exc}\033[0m")
@@ -246,6 +263,8 @@ class Evaluator:
         elif fault == "finish":
             say("[sim] injected fault: finishing the remaining routes now")
             self.fast = True
+        elif fault == "setup-fail":
+            raise AgentSetupFailed("[sim] injected fault: CUDA out of memory while loading the model")
 
 
 def main(argv: list[str] | None = None, sim_dir: str | os.PathLike[str] | None = None) -> int:

@@ -133,8 +133,20 @@ class FakeServer:
 
     # ------------------------------------------------------------------ rpc
     def _hanging(self) -> bool:
+        """`hang` hangs whatever server holds the port; `hang PID` only that process, as a real hang
+        belongs to the process: a restarted server answers again."""
+        path = self.layout.server_mode(self.opts.rpc_port)
         try:
-            return read_mode(self.layout.server_mode(self.opts.rpc_port), ("ok", "hang")) == "hang"
+            words = path.read_text().split()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            _log(f"[sim] bad server mode file: {exc}")
+            return False
+        if len(words) == 2 and words[0] == "hang" and words[1].isdigit():
+            return int(words[1]) == os.getpid()
+        try:
+            return read_mode(path, ("ok", "hang")) == "hang"
         except (ValueError, OSError) as exc:
             _log(f"[sim] bad server mode file: {exc}")
             return False

@@ -46,7 +46,7 @@ from sim.procs import (
     with_descendants,
 )
 
-EVALUATOR_FAULTS = ("hang", "crash", "finish")
+EVALUATOR_FAULTS = ("hang", "crash", "finish", "setup-fail")
 SERVER_FAULTS = ("server-crash", "server-hang")
 FAULTS = EVALUATOR_FAULTS + SERVER_FAULTS
 SERVER_FLAGS = ("-RenderOffScreen", "-nosound")
@@ -435,8 +435,11 @@ def inject(dir: str | Path, side: str, fault: str) -> Injection:
         return Injection(side, fault, f"wrote {fault!r} to {path}")
     if fault == "server-hang":
         path = layout.server_mode(st.rpc_port)
-        write_text_atomic(path, "hang\n")
-        return Injection(side, fault, f"wrote 'hang' to {path}")
+        # The hang belongs to the running shipping process: a server restarted on the port answers again.
+        running = shipping_processes(layout.root, st.rpc_port)
+        word = f"hang {running[-1].pid}" if running else "hang"
+        write_text_atomic(path, word + "\n")
+        return Injection(side, fault, f"wrote {word!r} to {path}", tuple(p.pid for p in running))
     targets = shipping_processes(layout.root, st.rpc_port)
     if not targets:
         raise RuntimeError(f"side {side}: no server process with -carla-rpc-port={st.rpc_port} to crash")

@@ -73,8 +73,14 @@ class SidePane(Vertical, can_focus=True):
             part.show(snap)
         if snap is not None:
             # A --debug run opted in by evaluator.debug_run is never a score: the pane says so (issue 21).
-            title = f"{self.side} · DEBUGGING RUN" if snap.side.debug_level >= 1 and snap.side.evaluator.debug_run \
-                else self.side
+            # The lifecycle word leads the pane: whether the side runs at all, before how it measures.
+            title = f"{self.side} {snap.lifecycle.value}"
+            if snap.side.debug_level >= 1 and snap.side.evaluator.debug_run:
+                title += " · DEBUGGING RUN"
+            h = snap.evaluator.harness
+            if h is not None and (h.supervisor not in ("watching", "done") or h.recoveries or h.retired):
+                # The supervisor, where it says something: recovering, needs a human, budgets used, retired.
+                title += f" · sup {h.supervisor} {h.recoveries} rec" + (f" · {len(h.retired)} retired" if h.retired else "")
             if self.border_title != title:
                 self.border_title = title
             subtitle = f"{snap.side.server.host} / {snap.side.evaluator.host}"

@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from ops.probes.lifecycle import BEAT_OFF
 from ops.probes.prober import SideSnapshot
 from ops.results.live import hours
 from ops.tristate import State
@@ -199,11 +200,13 @@ class HeartbeatBar(SidePart):
     def inputs(self, s: SideSnapshot) -> tuple:
         # The age changes every poll, its display (whole seconds, the bar's cells) mostly does not.
         hb = s.heartbeat
-        w = hb.beat.value
+        w = s.beat_word
         frac = None if hb.age_s is None else hb.age_s / hb.stall_s if hb.stall_s else 1.0
         if hb.age_s is None and w == "NOT_STARTED":
             frac = 0.0
         after = f" {duration(hb.age_s)} / stall {duration(hb.stall_s)}"
+        if w == BEAT_OFF:   # a side that does not run: its log's age means nothing (issue 23)
+            frac, after = 0.0, f" {s.lifecycle.value.lower()}: not watched"
         error = hb.evidence.error if w == "UNKNOWN" else None
         return (w, bar(frac, self.bar_width(10 + len(w) + len(after))), after, error)
 

@@ -15,6 +15,8 @@ WORD_STYLE: dict[str, str] = {
     "running": "green", "CLEAR": "green",
     "DEAD": "bold red", "STALE": "bold red", "IN USE": "bold red", "RESERVED": "bold red", "SHARED": "bold red",
     "UNREACHABLE": "bold red", "failed": "bold red", "refused": "bold red", "crashed": "bold red",
+    "HUNG": "bold red", "RUNNING": "bold green", "STARTING": "yellow", "FINISHED": "cyan", "STOPPED": "yellow",
+    "GAVE_UP": "bold red", "OFF": "dim",
     "UNKNOWN": "bold yellow", "NOT_STARTED": "yellow", "IDLE": "bold magenta", "restarting": "yellow", "starting": "yellow",
     "finished": "cyan", "absent": "dim", "stopped": "yellow",
     "done": "bold green", "incomplete": "bold red", "error": "bold red", "cancelled": "yellow",

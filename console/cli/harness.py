@@ -8,4 +8,4 @@ from ops.model import RigConfig
 
 
 def run(rig: RigConfig, args: argparse.Namespace) -> int:
-    return main(rig, args.side)
+    return main(rig, args.side, adopt=getattr(args, "adopt", False))

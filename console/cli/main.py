@@ -53,8 +53,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("side")
     p.add_argument("--yes", action="store_true")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("stop", help="stop a side's run (harness, wrapper, evaluator); the server is kept")
+    p.add_argument("side")
+    p.add_argument("--yes", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("restart-server", help="restart a HUNG or DEAD server (measures first)")
+    p.add_argument("side")
+    p.add_argument("--yes", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("notify-test", help="send one test message to every notify: URL")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("retired", help="routes the supervisor retired (quarantine); --put-back ROUTE")
+    p.add_argument("side", nargs="?")
+    p.add_argument("--put-back", metavar="ROUTE")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("adopt", help="a new supervisor for a running evaluator whose harness died")
+    p.add_argument("side")
+    p.add_argument("--yes", action="store_true")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("harness", help="(internal) the detached supervisor of one side's run")
     p.add_argument("side")
+    p.add_argument("--adopt", action="store_true", help="watch the side's running evaluator, continuing its state")
     p = sub.add_parser("job-run", help="(internal) a side's SLURM job on its node")
     p.add_argument("side", help="the side, or @FILE: a job array's sides, indexed by SLURM_ARRAY_TASK_ID")
     p = sub.add_parser("jobs", help="the sides as the rig's engine runs them; --keep requeues lost jobs")
@@ -82,10 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = ssub.add_parser("inject")
     p.add_argument("--dir", required=True)
     p.add_argument("side")
-    p.add_argument("fault", choices=["hang", "crash", "finish", "server-crash", "server-hang"],
+    p.add_argument("fault", choices=["hang", "crash", "finish", "setup-fail", "server-crash", "server-hang"],
                    help="hang: the evaluator stays alive and stops writing; crash: it exits non-zero mid-route; "
                         "finish: it completes its routes (the server stays up: IDLE); server-crash: SIGKILL "
-                        "to the server; server-hang: the server keeps its ports but stops answering RPC")
+                        "to the server; setup-fail: the agent cannot be set up on the running route; server-hang: the server keeps its ports but stops answering RPC")
     return ap
 
 
@@ -129,7 +148,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd == "status":
         from console.cli import status
         return asyncio.run(status.run(rig, as_json=args.json, rpc=not args.no_rpc))
-    if cmd in ("ports", "launch", "recover", "adapter", "reclaim", "harness", "job-run", "jobs", "preflight"):
+    if cmd in ("ports", "launch", "recover", "adapter", "reclaim", "harness", "job-run", "jobs", "preflight", "stop",
+               "restart-server", "notify-test", "adopt", "retired"):
         import importlib
         return importlib.import_module(f"console.cli.{cmd.replace('-', '_')}").run(rig, args)
     print(f"carla-console: unknown command {cmd}", file=sys.stderr)

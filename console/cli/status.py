@@ -28,17 +28,18 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
         print_json({"rig": rig.name, "engine": rig.engine, "sides": out, "eta": rig_eta,
                     "resources": res.to_json()})
         return EXIT_OK
-    rows = [("SIDE", "SERVER", "PID", "ADAPTER", "PORTS", "VRAM", "HEARTBEAT", "EVALUATOR", "PROGRESS", "DS", "IDLE")]
+    rows = [("SIDE", "LIFECYCLE", "SERVER", "PID", "ADAPTER", "PORTS", "VRAM", "HEARTBEAT", "EVALUATOR", "PROGRESS", "DS", "IDLE")]
     for name, s in snaps.items():
         j = s.to_json()
         v = j["vram"]
         vram = "?" if v["used_mb"] is None else f"{v['used_mb']}/{v['total_mb'] or '?'}"
         hb = j["heartbeat"]
-        age = "" if hb["age_s"] is None else f" {hb['age_s']:.0f}s"
+        # The age only where it means something: a side that is not running has a quiet log by nature.
+        age = "" if hb["age_s"] is None or hb["state"] == "OFF" else f" {hb['age_s']:.0f}s"
         ev = j["evaluator"]
         prog = "?" if ev["progress"] is None else f"{ev['progress'][0]}/{ev['progress'][1]}"
         ports = j["server"]["ports"]
-        rows.append((name, j["server"]["state"], str(j["server"]["pid"] or "-"), str(j["server"]["adapter"]
+        rows.append((name, j["lifecycle"], j["server"]["state"], str(j["server"]["pid"] or "-"), str(j["server"]["adapter"]
                      if j["server"]["adapter"] is not None else "-"),
                      f"{ports['rpc']}-{ports['secondary']}/tm{ports['tm']}", vram, hb["state"] + age,
                      f"{ev['state']} {ev['phase']}", prog, "-" if ev["ds"] is None else f"{ev['ds']:.1f}",
@@ -49,6 +50,7 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
     for w in res.warnings():
         print(f"warning: {w}")
     for name, s in snaps.items():
+        print(f"{name}: {s.lifecycle.value} — {s.life.reason}")
         if s.results is not None:
             print(f"{name}: {results_lines.pane_line(s.results)}")
             if s.results.fake.flagged:

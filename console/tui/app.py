@@ -43,6 +43,7 @@ from widgets.event_log import EventLog
 from widgets.rig_header import RigHeader
 
 ACTION_LABELS = {"adapter": "adapter polling", "launch": "launch", "reclaim": "reclaim", "recover": "recover",
+                 "restart-server": "restart server",
                  "ports": "port scan"}
 PLAN_TIMEOUT_S = 60.0       # building a plan probes with RPC: conda start + import carla + the call
 PORTS_TIMEOUT_S = 60.0
@@ -330,7 +331,14 @@ class ConsoleApp(App[int]):
             self.note(f"internal error showing snapshots: {type(e).__name__}: {e}")
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
-        prev = self.snaps.get(snap.name)
+        prev = before = self.snaps.get(snap.name)
+        if before is not None and before.lifecycle is not snap.lifecycle:
+            self.note(f"{snap.name}: {before.lifecycle.value} → {snap.lifecycle.value} ({snap.life.reason})")
+        h, was = snap.evaluator.harness, before.evaluator.harness if before is not None else None
+        if (h is not None and h.supervisor == "needs-human" and (was is None or was.supervisor != "needs-human")
+                and snap.side.supervisor.bell):
+            self.bell()   # a side needs a human: the terminal rings (supervisor.bell)
+            self.note(f"{snap.name}: the supervisor needs a human: {h.detail}")
         self.snaps[snap.name] = snap
         log = self.main.query_one(EventLog)
         for change in story.changes(prev, snap, read_only=self.read_only):

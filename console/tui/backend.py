@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.tui.protocol import ActionResult, PortsReport, StepOutcome, Unavailable
-from ops.actions import adapter, launch, reclaim, recovery
+from ops.actions import adapter, launch, reclaim, recovery, restart_server
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Plan
 from ops.model import RigConfig
@@ -115,6 +115,14 @@ class LiveBackend:
             return await reclaim.plan_reclaim(self.live, side)
         if action == "adapter":
             return await adapter.plan_adapter_poll(self.live, side)
+        if action == "restart-server":
+            # One forced rpc probe on top of the poll's history: HUNG needs K silent probes over T s.
+            snap = await self.live.prober.side(side, rpc=True)
+            if snap.server.verdict.state.value == "DEAD":
+                return await adapter.plan_adapter_poll(self.live, side)
+            plan = restart_server.plan_stop_hung(snap, self.rig.sides[side].server.host)
+            self._planned[id(plan)] = snap
+            return plan
         raise Unavailable(f"no such action {action!r}")
 
     async def execute(self, action: str, plan: Plan, conf: Confirmation,
@@ -127,6 +135,9 @@ class LiveBackend:
         if action == "reclaim":
             # The plan the operator saw goes back: reclaim() re-asks for clients right before acting.
             return outcome_result(await reclaim.reclaim(self.live, plan.side, conf, plan=plan))
+        if action == "restart-server":
+            res = await restart_server.restart_server(self.live, plan.side, conf, snap=planned)
+            return ActionResult(res.ok, res.refused or res.detail)
         if action == "adapter":
 
             def on_event(ev: Any) -> None:

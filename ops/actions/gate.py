@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from dataclasses import dataclass
 
 from ops.model import RigConfig
+from ops.notify import Notifier, NotifyEvent
 from ops.probes.preflight import PreflightReport, preflight_side, summary_lines
 from ops.probes.resources import BudgetFit, FsReading, Level, Resources, read_resources, resource_timeout, side_disks
 
@@ -118,10 +120,8 @@ NOTIFY_DRAIN_S = 10.0   # a harness that refuses exits next: give the delivery t
 
 async def notify_hook(rig: RigConfig, kind: str, side: str, title: str, body: str) -> None:
     """THE resource-alert hook (issue 21): the alert goes to state_dir/alerts.jsonl and, where ops/notify.py
-    (S2's, apprise) is present, to the rig's `notify:` URLs, waited for at most NOTIFY_DRAIN_S off the event
+    (apprise), to the rig's `notify:` URLs, waited for at most NOTIFY_DRAIN_S off the event
     loop. Never raises: an alert that cannot be sent must not change a refusal."""
-    import importlib
-    import os
     event = {"time": time.time(), "kind": kind, "side": side, "title": title, "body": body}
     try:
         os.makedirs(rig.state_dir, exist_ok=True)
@@ -129,15 +129,11 @@ async def notify_hook(rig: RigConfig, kind: str, side: str, title: str, body: st
             f.write(json.dumps(event) + "\n")
     except OSError:
         pass   # the state dir may be the full disk itself: the refusal still says it
-    if not tuple(getattr(rig, "notify", ()) or ()):
+    if not rig.notify:
         return
     try:
-        notify = importlib.import_module("ops.notify")
-    except ImportError:
-        return
-    try:
-        notifier = notify.Notifier.for_rig(rig)
-        if notifier.send(notify.NotifyEvent(kind=kind, side=side, title=title, body=body)):
+        notifier = Notifier.for_rig(rig)
+        if notifier.send(NotifyEvent(kind=kind, side=side, title=title, body=body)):
             await notifier.drain(NOTIFY_DRAIN_S)
     except Exception:  # a notifier problem is no reason to change a launch decision
         pass

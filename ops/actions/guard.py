@@ -32,6 +32,9 @@ class Op(str, Enum):
     STOP_JOB = "stop-job"              # scancel a side's job (sim down, the operator's stop)
     RECOVER_JOB = "recover-job"        # scancel a hung side's job, to replace it
     REQUEUE_JOB = "requeue-job"        # requeue a job lost to a node failure / time limit / outside kill
+    STOP_HUNG_SERVER = "stop-hung-server"  # stop a HUNG server (launcher + shipping process) to restart it
+    ADOPT = "adopt"                    # a new supervisor for a running evaluator whose harness died
+    STOP_RUN = "stop-run"              # the operator stops a side's run (harness first: no new attempt)
 
     def __str__(self) -> str:
         return self.value
@@ -42,7 +45,7 @@ UNKNOWN = "UNKNOWN"
 # op → verdict name → values that allow it. Every listed verdict must be present.
 RULES: dict[Op, dict[str, frozenset[str]]] = {
     Op.STOP_CHAIN: {"heartbeat": frozenset({"STALE"}), "evaluator": frozenset({"ALIVE"}),
-                    "server": frozenset({"ALIVE", "DEAD"})},
+                    "server": frozenset({"ALIVE", "DEAD", "HUNG"})},
     Op.STOP_SERVER: {"server": frozenset({"ALIVE"}), "evaluator": frozenset({"DEAD"})},
     Op.RECLAIM: {"server": frozenset({"ALIVE"}), "evaluator": frozenset({"DEAD"}), "clients": frozenset({"NONE"})},
     Op.ADAPTER_POLL: {"server": frozenset({"DEAD"}), "ports": frozenset({"CLEAR"}), "vram": frozenset({"READ"})},
@@ -53,10 +56,14 @@ RULES: dict[Op, dict[str, frozenset[str]]] = {
     Op.STOP_JOB: {"job": frozenset({"ALIVE"})},
     Op.RECOVER_JOB: {"job": frozenset({"ALIVE"}), "heartbeat": frozenset({"STALE"})},
     Op.REQUEUE_JOB: {"job": frozenset({"LOST"}), "budget": frozenset({"LEFT"}), "run": frozenset({"CUT"})},
+    Op.STOP_RUN: {"evaluator": frozenset({"ALIVE", "DEAD"})},
+    Op.STOP_HUNG_SERVER: {"server": frozenset({"HUNG"}), "evaluator": frozenset({"DEAD"})},
+    Op.ADOPT: {"evaluator": frozenset({"ALIVE"}), "harness": frozenset({"DEAD"})},
 }
 
 # Operations whose targets are a process set the guard itself signals.
-KILL_OPS = frozenset({Op.STOP_CHAIN, Op.STOP_SERVER, Op.RECLAIM, Op.STOP_OWN_LAUNCH})
+KILL_OPS = frozenset({Op.STOP_CHAIN, Op.STOP_SERVER, Op.RECLAIM, Op.STOP_OWN_LAUNCH, Op.STOP_RUN,
+                      Op.STOP_HUNG_SERVER})
 # Operations on scheduler jobs the guard itself re-verifies and acts on (ops/actions/guard_jobs.py).
 JOB_OPS = frozenset({Op.STOP_JOB, Op.RECOVER_JOB, Op.REQUEUE_JOB})
 

@@ -183,6 +183,9 @@ def _server_check(snap: SideSnapshot) -> tuple[str, Check]:
     if v.state is State.DEAD:
         return "DEAD", Check("server", "refused", f"server DEAD ({v.summary}): start it first "
                              f"(carla-console adapter {snap.name})")
+    if v.state is State.HUNG:
+        return "HUNG", Check("server", "refused", f"server HUNG ({v.summary}): restart it first "
+                             f"(carla-console restart-server {snap.name})")
     return "UNKNOWN", Check("server", "unknown", f"server UNKNOWN: {v.summary}")
 
 

@@ -247,6 +247,9 @@ def _server_preview(snap: SideSnapshot, rig: RigConfig, side: str) -> Step:
     if v.state is State.DEAD:
         return Step("server", "action-needed", f"DEAD ({v.summary}): after the kill, restart it with "
                     f"`carla-console -c {rig.path} adapter {side}`, then `launch {side}`")
+    if v.state is State.HUNG:
+        return Step("server", "action-needed", f"HUNG ({v.summary}): after the kill, restart it with "
+                    f"`carla-console -c {rig.path} restart-server {side}`, then `launch {side}`")
     return Step("server", "refused", f"UNKNOWN ({v.summary})")
 
 

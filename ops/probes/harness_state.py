@@ -13,11 +13,14 @@ import types
 import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ops.model import RigConfig
 from ops.platform import atomic
 from ops.platform.bounded import read_regular
+
+HarnessStatus = Literal["starting", "running", "resuming", "finished", "failed", "gave_up", "stopped", "refused"]
+SupervisorState = Literal["watching", "recovering", "restarting-server", "waiting", "needs-human", "gave-up", "done"]
 
 
 @dataclass
@@ -39,11 +42,20 @@ class HarnessState:
     pid: int
     create_time: float
     max_attempts: int
-    status: str = "starting"     # starting | running | resuming | finished | failed | stopped | refused
+    status: HarnessStatus = "starting"
     attempt: int = 0
     detail: str = ""
     updated: float = 0.0
     attempts: list[AttemptRecord] = field(default_factory=list)
+    # The supervisor (ops/actions/harness.py): what it does now, and the budgets it has used. Never reset:
+    # an adopting supervisor continues these counts.
+    supervisor: SupervisorState = "watching"
+    recoveries: int = 0
+    route_recoveries: dict[str, int] = field(default_factory=dict)
+    route_failures: dict[str, int] = field(default_factory=dict)
+    server_restarts: list[float] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    unsaved: str | None = None   # set while the state dir refuses writes: the supervisor works from memory
 
     def to_json(self) -> dict:
         return asdict(self)

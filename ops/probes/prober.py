@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
 from ops.model import RigConfig, SideConfig
@@ -21,7 +22,8 @@ from ops.platform.verbs import BEAT_SHARE_S, lasting_clients, process_table
 from ops.probes.adapter_record import read_record
 from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluator
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
-from ops.probes.server import ServerProbe, probe_server
+from ops.probes.lifecycle import FINAL_STATUSES, Lifecycle, LifecycleReading, derive, watched_beat
+from ops.probes.server import ServerProbe, Silence, hung_verdict, probe_server, track_silence
 from ops.probes.vram import Gpu, VramReading, read_vram
 from ops.results.live import LiveResults, LiveResultsCache
 from ops.tristate import Evidence, State, Verdict
@@ -59,6 +61,19 @@ class SideSnapshot:
         return (self.server.verdict.state is State.ALIVE and self.evaluator.verdict.state is State.DEAD
                 and not self.evaluator.harness_alive and self.clients == 0)
 
+    @cached_property
+    def life(self) -> LifecycleReading:
+        return derive(self.evaluator)
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return self.life.state
+
+    @property
+    def beat_word(self) -> str:
+        """The heartbeat as shown and acted on: OFF unless the side runs (a finished side is never STALE)."""
+        return watched_beat(self.lifecycle, self.heartbeat.beat)
+
     @property
     def server_vram_mb(self) -> int | None:
         if self.vram is None or self.vram.apps is None:
@@ -86,6 +101,7 @@ class SideSnapshot:
         harness = e.harness
         live = self.results.to_json() if self.results else None
         return {
+            "lifecycle": self.lifecycle.value, "lifecycle_reason": self.life.reason,
             "server": {"state": s.verdict.state.value, "summary": s.verdict.summary,
                        "evidence": [ev.line() for ev in s.verdict.evidence], "pid": s.pid,
                        "create_time": s.create_time, "adapter": s.adapter, "version": s.version,
@@ -96,7 +112,7 @@ class SideSnapshot:
             "vram": {"used_mb": gpu.used_mb if gpu else None, "total_mb": gpu.total_mb if gpu else None,
                      "server_mb": self.server_vram_mb, "gpu": gpu.name if gpu else None,
                      "evidence": self.vram.evidence.line() if self.vram else None},
-            "heartbeat": hb.to_json(),
+            "heartbeat": {**hb.to_json(), "state": self.beat_word, "measured": hb.beat.value},
             "evaluator": {"state": e.verdict.state.value, "summary": e.verdict.summary, "phase": e.phase,
                           "pid": e.pid, "attempt": harness.attempt if harness else None,
                           "max_attempts": self.side.evaluator.max_attempts,
@@ -115,7 +131,29 @@ class SideSnapshot:
             "busy": self.busy,
             "clients": {"count": self.clients,
                         "evidence": self.clients_evidence.line() if self.clients_evidence else None},
+            "supervisor": supervisor_json(e),
         }
+
+
+def supervisor_json(e: EvaluatorProbe) -> dict:
+    """What the side's supervisor (the harness) is doing, from its state file and its process: a harness
+    killed (-9) reads `dead`, one stopped by SIGSTOP `frozen` (its state file alone would say `watching`)."""
+    h = e.harness
+    if h is None:
+        return {"state": "none", "recoveries": 0, "retired": [], "server_restarts_last_hour": 0}
+    proc = e.chain.harness
+    if proc is not None and proc.state == "T":
+        state = "frozen"
+    elif proc is None and h.status not in FINAL_STATUSES:
+        state = "dead"
+    else:
+        state = h.supervisor
+    now = time.time()
+    return {"state": state, "status": h.status, "detail": h.detail, "pid": h.pid, "recoveries": h.recoveries,
+            "route_recoveries": dict(h.route_recoveries), "route_failures": dict(h.route_failures),
+            "server_restarts_last_hour": sum(1 for t in h.server_restarts if now - t < 3600),
+            "retired": list(h.retired), "attempt": h.attempt, "max_attempts": h.max_attempts,
+            "unsaved": h.unsaved}
 
 
 T = TypeVar("T")
@@ -162,6 +200,7 @@ class Prober:
         self.checkpoints = CheckpointCache()
         self.live_results = LiveResultsCache()
         self._last_rpc: dict[str, tuple[float, ServerProbe]] = {}
+        self._silence: dict[str, Silence] = {}      # side -> consecutive unanswered rpc probes (HUNG)
         self._last_vram: dict[str, tuple[float, VramReading]] = {}
         self._vram_reads: dict[str, asyncio.Task[VramReading]] = {}   # host -> the read under way
         self._watch_by_side: dict[tuple[str, str, str], set[int]] = {}
@@ -217,8 +256,9 @@ class Prober:
         self._watch = watch
 
     async def side(self, name: str, *, rpc: bool | None = None, tables: dict[str, ProcTable] | None = None,
-                   tail: int = 0) -> SideSnapshot:
-        """rpc: True forces the carla-client probe, False skips it, None follows the cadence."""
+                   tail: int = 0, vram: bool = True) -> SideSnapshot:
+        """rpc: True forces the carla-client probe, False skips it, None follows the cadence. vram=False:
+        no GPU read (the supervisor's watch: it needs none, and nvidia-smi would be a child of its chain)."""
         t0 = time.perf_counter()
         side = self.rig.sides[name]
         timeout = side.server.probe_timeout_s
@@ -232,15 +272,16 @@ class Prober:
                                 rpc_overhead_s=self.rpc_overhead_s)
         hb_c = probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s, timeout)
         ev_c = probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout)
-        vram_c = self._vram(side.server.host, timeout, force=bool(rpc))
-        if (not due and self._vram_cached(side.server.host, force=bool(rpc))
+        vram_c = self._vram(side.server.host, timeout, force=bool(rpc)) if vram else self._no_vram(side.server.host)
+        if (not due and (not vram or self._vram_cached(side.server.host, force=bool(rpc)))
                 and self.hosts[side.server.host].is_local and ev_host.is_local):
             # All local, no RPC and no VRAM read due: each probe is a fraction of a millisecond, less
             # than the tasks gather would make for them. Remote or slow probes still run side by side.
-            server, hb, ev, vram = await server_c, await hb_c, await ev_c, await vram_c
+            server, hb, ev, vram_read = await server_c, await hb_c, await ev_c, await vram_c
         else:
-            server, hb, ev, vram = await asyncio.gather(server_c, hb_c, ev_c, vram_c)
+            server, hb, ev, vram_read = await asyncio.gather(server_c, hb_c, ev_c, vram_c)
         server = self._carry_rpc(name, server, due)
+        server = self._hung(name, server, due)
         lines: tuple[str, ...] = ()
         if tail:
             got = await tail_lines(ev_host, side.evaluator.path(side.evaluator.log), tail, timeout)
@@ -255,7 +296,7 @@ class Prober:
             # Looks empty: a client that is not in the chain (a hand-started evaluator without the side's
             # TM port) still makes it busy. Only then is the kernel asked, so a running side pays nothing.
             clients, cev = await lasting_clients(self.hosts[side.server.host], side.server.rpc_port, timeout)
-        snap = SideSnapshot(name, side, server, vram, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
+        snap = SideSnapshot(name, side, server, vram_read, hb, ev, lines, took_ms=(time.perf_counter() - t0) * 1e3,
                             adapter_record=self._adapter_record(name, server), results=results,
                             clients=clients, clients_evidence=cev)
         self._remember(snap)
@@ -269,6 +310,10 @@ class Prober:
         if cached is None or cached[0] != key:
             cached = self._adapter_records[name] = (key, read_record(self.rig, name))
         return cached[1]
+
+    async def _no_vram(self, host: str) -> VramReading | None:
+        last = self._last_vram.get(host)
+        return last[1] if last is not None else None
 
     def _vram_cached(self, host: str, force: bool) -> bool:
         last = self._last_vram.get(host)
@@ -317,6 +362,18 @@ class Prober:
             return ServerProbe(verdict, server.pid, server.create_time, server.adapter, server.procs,
                                last[1].version, last[0])
         return server
+
+    def _hung(self, name: str, server: ServerProbe, probed: bool) -> ServerProbe:
+        silence = track_silence(self._silence.get(name), server, probed, time.time())
+        if silence is None:
+            self._silence.pop(name, None)
+            return server
+        self._silence[name] = silence
+        cfg = self.rig.sides[name].server
+        return hung_verdict(server, silence, cfg.hung_probes, cfg.hung_after_s)
+
+    def silence(self, name: str) -> Silence | None:
+        return self._silence.get(name)
 
     async def all(self, *, rpc: bool | None = None, tail: int = 0) -> dict[str, SideSnapshot]:
         hosts = {h for s in self.rig.sides.values() for h in (s.server.host, s.evaluator.host)}

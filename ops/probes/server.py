@@ -5,6 +5,11 @@ the real carla client's get_server_version() from the side's pinned env. DEAD ne
 absence: the process table was read and holds no such process, and N refused the connection. Anything
 else — a timeout, a missing `carla`, an unreadable table, a process that holds the marker but does not
 answer — is UNKNOWN, with the raw error kept.
+
+HUNG is the exception that needs history: the same server process with its port accepting, and the RPC
+call itself (client imported, connection made) unanswered in K consecutive probes spanning at least T
+seconds (`server.hung_probes`, `server.hung_after_s`). The prober keeps that history (track_silence,
+hung_verdict); a single silent probe stays UNKNOWN.
 """
 from __future__ import annotations
 
@@ -63,6 +68,7 @@ class RpcCheck:
     version: str | None
     evidence: Evidence
     import_failed: bool = False
+    silent: bool = False      # the client imported and called, and the call failed: the server did not answer
 
 
 async def rpc_version(rig: RigConfig, side: SideConfig, ev_host: Host, address: str,
@@ -93,7 +99,7 @@ async def rpc_version(rig: RigConfig, side: SideConfig, ev_host: Host, address: 
         return RpcCheck(str(data["version"]), Evidence(what, True, detail=f"rpc {data['version']} in {rpc_ms:.0f} ms",
                                                         took_ms=took))
     return RpcCheck(None, Evidence(what, False, error=str(data.get("error")), took_ms=took),
-                    import_failed=data.get("stage") == "import")
+                    import_failed=data.get("stage") == "import", silent=data.get("stage") == "rpc")
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,47 @@ class ServerProbe:
     procs: tuple[Proc, ...] = ()
     version: str | None = None
     rpc_at: float | None = None
+    silent: bool = False      # this probe's RPC call went unanswered while the port accepted (one count)
+
+
+@dataclass(frozen=True)
+class Silence:
+    """Consecutive unanswered RPC probes of one server process (pid, create_time)."""
+
+    pid: int
+    create_time: float
+    first_at: float
+    last_at: float
+    count: int
+
+
+def track_silence(prev: Silence | None, probe: ServerProbe, probed: bool, now: float) -> Silence | None:
+    """The silence after this probe. Any answer, a probe that could not measure (no carla, the probe
+    command failed) or another server process starts the count again: HUNG needs K *consecutive*
+    measured silences of the same process."""
+    if probe.pid is None or probe.create_time is None:
+        return None
+    if prev is not None and (prev.pid, prev.create_time) != (probe.pid, probe.create_time):
+        prev = None
+    if not probed:
+        return prev if probe.verdict.summary.startswith("process and port up") else None
+    if not probe.silent:
+        return None
+    return Silence(probe.pid, probe.create_time, prev.first_at if prev else now, now, (prev.count if prev else 0) + 1)
+
+
+def hung_verdict(probe: ServerProbe, silence: Silence | None, probes: int, over_s: float) -> ServerProbe:
+    """HUNG once the same process stayed silent in `probes` consecutive RPC probes spanning `over_s`;
+    between probes (rpc not due) a HUNG server whose process and port are still up stays HUNG."""
+    if (silence is None or probe.verdict.state is not State.UNKNOWN or silence.count < probes
+            or silence.last_at - silence.first_at < over_s):
+        return probe
+    span = silence.last_at - silence.first_at
+    ev = probe.verdict.evidence + (Evidence("rpc silence", True, detail=(
+        f"{silence.count} consecutive rpc probes unanswered over {span:.0f} s (HUNG at {probes} over "
+        f"{over_s:.0f} s) by pid {silence.pid}")),)
+    verdict = Verdict(State.HUNG, ev, f"process and port up, rpc silent in {silence.count} probes over {span:.0f} s")
+    return ServerProbe(verdict, probe.pid, probe.create_time, probe.adapter, probe.procs, None, None, probe.silent)
 
 
 def decide(table: ProcTable, procs: list[Proc], tcp: TcpCheck, rpc: RpcCheck | None, port: int) -> Verdict:
@@ -168,7 +215,8 @@ async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host],
     return ServerProbe(verdict=verdict, pid=main.pid if main else None,
                        create_time=main.create_time if main else None, adapter=adapter_of(main),
                        procs=tuple(procs), version=rpc.version if rpc else None,
-                       rpc_at=time.time() if rpc and rpc.version else None)
+                       rpc_at=time.time() if rpc and rpc.version else None,
+                       silent=bool(rpc is not None and rpc.silent and tcp.open is True))
 
 
 def server_address(hosts: Mapping[str, Host], side: SideConfig) -> str:

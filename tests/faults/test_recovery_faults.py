@@ -28,7 +28,9 @@ STATE: dict = {}
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     d = tmp_path_factory.mktemp("faultsrecover") / "sim"
-    with sim_rig(d, routes=40, route_s=1.0, tick_s=0.2, stall_s=2.0) as rig_yaml:
+    # Enough routes that no side finishes during the module on a loaded machine: a finished side's evaluator
+    # vanishes (outside any plan) and its heartbeat is OFF, never STALE (issue 23).
+    with sim_rig(d, routes=400, route_s=1.0, tick_s=0.2, stall_s=2.0) as rig_yaml:
         for side in ("A", "B"):
             res = cli(rig_yaml, "launch", side, "--yes")
             assert res.returncode == 0, res.stdout + res.stderr

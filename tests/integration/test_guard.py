@@ -28,11 +28,12 @@ from ops.platform.procs import read_proc
 VALUES = {
     "heartbeat": ["FRESH", "STALE", "UNKNOWN", "NOT_STARTED"],
     "evaluator": ["ALIVE", "DEAD", "UNKNOWN"],
-    "server": ["ALIVE", "DEAD", "UNKNOWN"],
+    "server": ["ALIVE", "DEAD", "HUNG", "UNKNOWN"],
     "clients": ["NONE", "SOME", "UNKNOWN"],
     "ports": ["CLEAR", "CONFLICT", "UNKNOWN"],
     "vram": ["READ", "UNKNOWN"],
     "launch": ["OURS", "UNKNOWN"],
+    "harness": ["ALIVE", "DEAD", "UNKNOWN"],
     "checkpoint": ["OK", "ABSENT", "MISMATCH", "UNKNOWN"],
     "job": ["ABSENT", "ALIVE", "DEAD", "LOST", "UNKNOWN"],
     "budget": ["LEFT", "SPENT", "UNKNOWN"],

@@ -97,6 +97,8 @@ def test_harness_stops_after_max_attempts(tmp_path: Path) -> None:
                               and s["status"] == "running", 20), harness_state(d, "A")
             subprocess.run([sys.executable, "-m", "console", "sim", "inject", "--dir", str(d), "A", "crash"],
                            cwd=REPO, check=True, capture_output=True)
-        st = wait_until(lambda: (s := harness_state(d, "A")) and s["status"] == "failed" and s, 20)
+        # The budget spent: the side stops cleanly and says why (status gave_up, lifecycle GAVE_UP).
+        st = wait_until(lambda: (s := harness_state(d, "A")) and s["status"] == "gave_up" and s, 20)
+        assert "attempt budget spent" in st["detail"], st
         assert st and st["attempt"] == 3 and all(a["exit_code"] not in (0, None) for a in st["attempts"])
         assert wait_until(lambda: not alive(st["pid"], st["create_time"]), 5)

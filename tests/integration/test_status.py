@@ -30,7 +30,9 @@ CLI = [sys.executable, "-m", "console"]
 @pytest.fixture
 def rig_dir(tmp_path: Path):
     d = tmp_path / "rig"
-    sim.up(d, route_s=1.0, tick_s=0.2, stall_s=2.0)
+    # Enough routes that no side finishes on its own during a test on a loaded machine: a finished side's
+    # heartbeat is OFF, not FRESH (issue 23), and B must still be running when A hangs.
+    sim.up(d, route_s=1.0, tick_s=0.2, stall_s=2.0, routes=60)
     try:
         yield d
     finally:
@@ -169,8 +171,10 @@ def test_status_table_is_aligned_words(rig_dir: Path) -> None:
                          timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split()[:3] == ["SIDE", "SERVER", "PID"]
-    assert lines[1].startswith("A ") and "ALIVE" in lines[1] and "FRESH" in lines[1]
+    # The lifecycle word leads (issue 23): a side's run state before its processes' measurements.
+    assert lines[0].split()[:4] == ["SIDE", "LIFECYCLE", "SERVER", "PID"]
+    assert lines[1].startswith("A ") and lines[1].split()[1] == "RUNNING"
+    assert "ALIVE" in lines[1] and "FRESH" in lines[1]
     # aligned: every row's SERVER column starts at the same offset
     col = lines[0].index("SERVER")
     assert all(ln[col:].split()[0] in ("ALIVE", "DEAD", "UNKNOWN") for ln in lines[1:3])

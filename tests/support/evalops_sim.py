@@ -94,10 +94,22 @@ def stop_exact(targets: list[tuple[int, float]], grace: float = 3.0) -> None:
 
 
 @contextmanager
-def sim_rig(d: Path, **kw) -> Iterator[Path]:
+def sim_rig(d: Path, supervisor: dict | None = None, notify: list[str] | None = None, **kw) -> Iterator[Path]:
+    if supervisor is None:
+        supervisor = {"auto": False}
     opts = dict(start_evaluators=False, route_s=1.5, routes=10, stall_s=3.0, tick_s=0.3)
     opts.update(kw)
     rig_yaml = sim.up(d, **opts)
+    if supervisor is not None:
+        # The supervisor's automatic actions are on by default for real rigs; tests of manual recovery and
+        # of the plain harness pass supervisor={"auto": False} (sim_rig's default) so nothing acts behind them.
+        import yaml
+        data = yaml.safe_load(rig_yaml.read_text())
+        for side in data["sides"].values():
+            side["supervisor"] = dict(supervisor)
+        if notify:
+            data["notify"] = list(notify)
+        rig_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
     try:
         yield rig_yaml
     finally:

@@ -24,6 +24,7 @@ KEYS = [
     ("l", "launch the side's harness (resume rule, backup)", True),
     ("r", "guided recovery of a hung side (wizard)", True),
     ("x", "reclaim: stop an IDLE side's server", True),
+    ("h", "restart a HUNG (or DEAD) server: its exact pids, then adapter polling", True),
     ("d", "results: per-route table, DS/SR, abilities, ETA (n: the rig)", False),
     ("ctrl+p", "command palette (v in a confirmation: full argv)", False),
     ("esc / q", "back one screen / quit, from any screen (runs go on)", False),

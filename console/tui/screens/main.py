@@ -43,6 +43,7 @@ DESTRUCTIVE_BINDINGS: list[BindingType] = [
     Binding("l", "launch", "Launch", id="launch"),
     Binding("r", "recover", "Recover", id="recover"),
     Binding("x", "reclaim", "Reclaim", id="reclaim"),
+    Binding("h", "restart_server", "Restart server", id="restart_server"),
 ]
 DESTRUCTIVE_ACTIONS = frozenset(b.action for b in DESTRUCTIVE_BINDINGS if isinstance(b, Binding))
 
@@ -171,6 +172,9 @@ class MainScreen(Screen):
 
     def action_reclaim(self) -> None:
         self.app.guarded("reclaim", self.selected)  # type: ignore[attr-defined]
+
+    def action_restart_server(self) -> None:
+        self.app.guarded("restart-server", self.selected)  # type: ignore[attr-defined]
 
     def action_recover(self) -> None:
         self.app.recover(self.selected)  # type: ignore[attr-defined]
