@@ -32,6 +32,7 @@ class Op(str, Enum):
     STOP_JOB = "stop-job"              # scancel a side's job (sim down, the operator's stop)
     RECOVER_JOB = "recover-job"        # scancel a hung side's job, to replace it
     REQUEUE_JOB = "requeue-job"        # requeue a job lost to a node failure / time limit / outside kill
+    STOP_UNPATCHED = "stop-unpatched"  # an evaluator that started a second server on an external-server side
 
     def __str__(self) -> str:
         return self.value
@@ -47,7 +48,9 @@ RULES: dict[Op, dict[str, frozenset[str]]] = {
     Op.RECLAIM: {"server": frozenset({"ALIVE"}), "evaluator": frozenset({"DEAD"}), "clients": frozenset({"NONE"})},
     Op.ADAPTER_POLL: {"server": frozenset({"DEAD"}), "ports": frozenset({"CLEAR"}), "vram": frozenset({"READ"})},
     Op.STOP_OWN_LAUNCH: {"launch": frozenset({"OURS"})},
-    Op.RELAUNCH: {"server": frozenset({"ALIVE"}), "evaluator": frozenset({"DEAD"}),
+    Op.STOP_UNPATCHED: {"second_server": frozenset({"SEEN"})},
+    # server MANAGED: DEAD, on a side whose evaluator starts its own server (server.managed_by_evaluator).
+    Op.RELAUNCH: {"server": frozenset({"ALIVE", "MANAGED"}), "evaluator": frozenset({"DEAD"}),
                   "checkpoint": frozenset({"OK", "ABSENT"}), "ports": frozenset({"CLEAR"})},
     Op.SUBMIT_JOB: {"job": frozenset({"ABSENT"})},
     Op.STOP_JOB: {"job": frozenset({"ALIVE"})},
@@ -56,7 +59,7 @@ RULES: dict[Op, dict[str, frozenset[str]]] = {
 }
 
 # Operations whose targets are a process set the guard itself signals.
-KILL_OPS = frozenset({Op.STOP_CHAIN, Op.STOP_SERVER, Op.RECLAIM, Op.STOP_OWN_LAUNCH})
+KILL_OPS = frozenset({Op.STOP_CHAIN, Op.STOP_SERVER, Op.RECLAIM, Op.STOP_OWN_LAUNCH, Op.STOP_UNPATCHED})
 # Operations on scheduler jobs the guard itself re-verifies and acts on (ops/actions/guard_jobs.py).
 JOB_OPS = frozenset({Op.STOP_JOB, Op.RECOVER_JOB, Op.REQUEUE_JOB})
 

@@ -28,6 +28,7 @@ from ops.actions.attempt_files import AttemptFiles
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Plan
 from ops.actions.launch import LaunchPlan, needs_server, plan_launch, prepare_attempt, reread_same, start_server
+from ops.actions.second_server import second_servers, stop_attempt
 from ops.model import RigConfig, SideConfig
 from ops.platform.procs import read_proc
 from ops.platform.verbs import process_table
@@ -37,6 +38,7 @@ from ops.rig import LiveRig, open_rig
 
 RETRY_DELAY_S = 2.0       # between a failed attempt and the next: let the server settle after a crash
 POLL_S = 0.25
+SECOND_SERVER_WATCH_S = 120.0   # an unpatched evaluator starts its server before it connects: look this long
 EXIT_STOPPED = 128 + signal.SIGTERM
 
 
@@ -60,6 +62,7 @@ class Harness:
         self.stop = asyncio.Event()
         self.child: subprocess.Popen | None = None
         self.files: AttemptFiles | None = None
+        self.unpatched: str | None = None    # set when the evaluator started a second server
 
     def save(self, status: str | None = None, detail: str | None = None) -> None:
         if status is not None:
@@ -128,6 +131,9 @@ class Harness:
             rec = self.state.attempts[-1]
             rec.exit_code, rec.ended = rc, time.time()
             say(f"attempt {rec.n} exited {rc}")
+            if self.unpatched:
+                self.save("refused", self.unpatched)   # another attempt would do the same
+                return 3
             if rc == 0:
                 self.save("finished", f"attempt {rec.n} exited 0")
                 return 0
@@ -181,6 +187,7 @@ class Harness:
         assert self.child is not None
         found_inner = False
         t0 = time.monotonic()
+        last_look = 0.0
         while True:
             rc = self.child.poll()
             if rc is not None:
@@ -189,12 +196,33 @@ class Harness:
                 return None
             if self.files is not None:
                 self.files.poll()
+            if (not self.sc.server.managed_by_evaluator and time.monotonic() - t0 < SECOND_SERVER_WATCH_S
+                    and time.monotonic() - last_look >= 1.0):
+                last_look = time.monotonic()
+                if await self._second_server(live):
+                    return self.child.wait()
             if not found_inner and time.monotonic() - t0 < 30:
                 found_inner = await self._record_inner(live)
             try:
                 await asyncio.wait_for(self.stop.wait(), POLL_S)
             except asyncio.TimeoutError:
                 pass
+
+    async def _second_server(self, live: LiveRig) -> bool:
+        """An unpatched evaluator started a server of its own on this external-server side: stop the
+        attempt (its server group too) through the guard, and start no more (ops/actions/second_server.py)."""
+        assert self.child is not None
+        table = await process_table(live.hosts[self.sc.evaluator.host], 5.0, fresh_pids=frozenset([self.child.pid]))
+        if not table.ok:
+            return False
+        found = second_servers(table, self.child.pid)
+        if not found:
+            return False
+        outcome, reason = await stop_attempt(Guard(live.hosts, Audit(self.rig.state_dir)), self.sc, table,
+                                             self.child.pid, found)
+        say(f"{reason}; stopped: {outcome.detail or outcome.refused}")
+        self.unpatched = reason
+        return True
 
     async def _record_inner(self, live: LiveRig) -> bool:
         """Replace the wrapper's pid in the attempt record with the real evaluator's, once it has exec'd."""

@@ -15,7 +15,7 @@ from ops.model import RigConfig, SideConfig
 from ops.platform.procs import Proc, ProcTable
 from ops.probes.server import rpc_marker
 
-Role = Literal["harness", "wrapper", "evaluator", "child"]
+Role = Literal["harness", "wrapper", "shell", "evaluator", "child", "server"]   # server: its own, when managed
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,17 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
         for p in [root, *table.descendants(root.pid)]:
             if p.pid in seen or p.pid in protected or p.state == "Z":
                 continue
-            # A server the harness started is the server's business, not the evaluator chain's.
-            if p.pid in servers or any(a in servers for a in table.ancestors(p.pid)):
+            in_server = p.pid in servers or any(a in servers for a in table.ancestors(p.pid))
+            under_evaluator = any(a in eval_pids for a in table.ancestors(p.pid))
+            # A server the harness started is the server's business, not the evaluator chain's. But a
+            # server the evaluator started itself (server.managed_by_evaluator: unpatched Bench2Drive) is
+            # part of the chain: its exact port token and its parentage say so, and stopping the
+            # evaluator by SIGTERM skips the atexit that would kill it (an orphan server otherwise).
+            if in_server and not (side.server.managed_by_evaluator and under_evaluator):
                 continue
             seen.add(p.pid)
-            members.append(ChainMember(p, _role(p, harnesses, eval_pids, table)))
+            role = "server" if in_server else _role(p, harnesses, eval_pids, table)
+            members.append(ChainMember(p, role))
     return Chain(tuple(members))
 
 
@@ -111,9 +117,10 @@ def _server_pids(table: ProcTable, marker: str) -> set[int]:
 def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], table: ProcTable) -> Role:
     if p in harnesses:
         return "harness"
+    inner = [c for c in table.descendants(p.pid) if c.pid in eval_pids]
     if p.pid in eval_pids:
-        inner = [c for c in table.descendants(p.pid) if c.pid in eval_pids]
         if inner or _is_wrapper(p):
             return "wrapper"
         return "evaluator"
-    return "child"
+    # conda run's `/usr/bin/bash /tmp/tmpXXXX` between the wrapper and the evaluator.
+    return "shell" if inner else "child"
