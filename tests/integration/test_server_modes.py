@@ -32,7 +32,8 @@ def test_managed_server_is_the_evaluators_and_recovery_leaves_no_orphan(tmp_path
         assert dry.returncode == 0, out["refused"]
         assert out["argv"][out["argv"].index("--gpu-rank") + 1] == "0"
         assert "B2D_EXTERNAL_SERVER" not in out["env"]
-        assert cli(rig_yaml, "launch", "A", "--yes").returncode == 0
+        res = cli(rig_yaml, "launch", "A", "--yes")
+        assert res.returncode == 0, res.stdout + res.stderr
         log = d / "work" / "A" / "logs" / "eval.log"
         assert wait_until(lambda: log.exists() and "step 2 " in log.read_text(), 40), log.read_text()[-1500:]
         assert f"at 127.0.0.1:{port}" in log.read_text()       # its own server, on the side's port
