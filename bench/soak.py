@@ -38,7 +38,7 @@ from sim import rig as sim  # noqa: E402
 from tests.support.evalops_sim import checkpoint, done_records, harness_state, sim_rig  # noqa: E402
 from tests.support.http_sink import HttpSink  # noqa: E402
 
-FAULT_KINDS = ("hang", "crash", "server-crash", "server-hang", "setup-fail")
+FAULT_KINDS = ("hang", "crash", "server-crash", "server-hang", "agent-setup")
 SIDES = ("A", "B")
 
 

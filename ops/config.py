@@ -562,12 +562,19 @@ def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str,
                     r.err(_child(nodes[b], "server", "rpc_port") or nodes[b], f"sides.{b}.server.rpc_port",
                           f"ports {shared} of side {b} (server N, N+1, N+2 and TM {list(sb.planned_ports)}) "
                           f"overlap side {a}'s {list(sa.planned_ports)}")
-            if (sa.server.adapter is not None and sa.server.adapter == sb.server.adapter
-                    and sa.server.host == sb.server.host
+            if (sa.server.host == sb.server.host
                     and (sa.server.managed_by_evaluator or sb.server.managed_by_evaluator)):
-                warnings.append(f"sides {a} and {b} share -graphicsadapter={sa.server.adapter} on host "
-                                f"{sa.server.host} while an evaluator manages its own server: Bench2Drive's crash "
-                                "cleanup kills every server with that adapter token, the other side's too")
+                # What Bench2Drive 0.0.4 really does (design.md §4): its crash cleanup `ps -ef | grep
+                # '-graphicsadapter=K' | ... kill -9` is a no-op (GNU grep reads -g as an option); its atexit
+                # kills only its own server's process group. The cross-side killer is tools/clean_carla.sh.
+                same_adapter = (f" (both on -graphicsadapter={sa.server.adapter})"
+                                if sa.server.adapter is not None and sa.server.adapter == sb.server.adapter else "")
+                warnings.append(f"sides {a} and {b} have servers on host {sa.server.host}{same_adapter} and an evaluator "
+                                "manages its own server: Bench2Drive's crash cleanup (grep '-graphicsadapter=K' "
+                                "| kill) is a no-op and its atexit kills only its own server group, but "
+                                "tools/clean_carla.sh (`killall -9 -r CarlaUE4-Linux` and kills of every "
+                                "leaderboard_evaluator) stops every side's server and evaluator on that host: "
+                                "never run it on a shared host; stop a side with `carla-console recover`")
     return warnings
 
 

@@ -3,13 +3,16 @@
     conda run (-n ENV | -p PREFIX) [--cwd DIR] [--no-capture-output | --live-stream] CMD [ARGS...]
     conda env list [--json]        conda info --envs [--json]        conda --version
 
-The traps it keeps from the real one, on purpose:
-- the wrapper is a separate process whose cmdline holds the inner command (`pgrep -f evaluator`
-  matches the wrapper too), and it does NOT forward SIGTERM: killing the wrapper leaves the child
-  (the evaluator) running, re-parented;
+The traps it keeps from the real one (conda 26.x `conda run`, design.md §4), on purpose:
+- the process tree: conda's python (whose cmdline holds the inner command: `pgrep -f evaluator` matches
+  it too) → `/usr/bin/bash /tmp/tmpXXXX` (a generated script; it first runs a short-lived
+  `conda shell.posix hook`) → the command. The script is removed when the command ends;
+- SIGTERM to conda is not forwarded: conda dies, bash and the command run on, re-parented; conda killed
+  during start-up still lets its bash start the command;
+- a command killed by signal N makes bash, and so conda, exit 128+N;
 - without --no-capture-output the child's output is captured and printed only when it exits (a
-  log file fed that way has a frozen mtime for the whole run);
-- the child's stdin is not the caller's (`conda run ... python3 - <<EOF` runs nothing and exits 0);
+  log file fed that way has a frozen mtime for the whole run), and stdin is swallowed (`conda run ...
+  python3 - <<EOF` runs nothing and exits 0); with it, stdin is inherited;
 - `python`/`python3` resolve to the env's interpreter; PATH, CONDA_PREFIX, CONDA_DEFAULT_ENV are
   set as activation would; an unknown env is `EnvironmentLocationNotFound`, rc 1.
 
@@ -17,11 +20,14 @@ Envs come from D/sim/envs.json (written by rig.up). D/sim/conda.mode `hang` make
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,20 +152,42 @@ def run(layout: SimLayout, args: RunArgs) -> int:
 
     from sim.procs import register_self
     register_self(layout, "conda")
-    # A child, not exec: the wrapper stays in the process table with the inner command in its cmdline.
-    # The default SIGTERM disposition is kept: the wrapper dies, the child lives on (the real trap).
-    if args.capture:
-        proc = subprocess.Popen(argv, cwd=args.cwd, env=environ, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = proc.communicate()
-        sys.stdout.buffer.write(out)
-        sys.stdout.flush()
-        sys.stderr.buffer.write(err)
-        sys.stderr.flush()
-    else:
-        proc = subprocess.Popen(argv, cwd=args.cwd, env=environ, stdin=subprocess.DEVNULL)
-        proc.wait()
+    script = _wrapper_script(layout, env, argv, args.cwd, environ)
+    try:
+        # Like conda: bash runs the generated script (the command is bash's child, not exec'd), no
+        # signal is forwarded (SIGTERM's default disposition: conda dies, bash and the command live on).
+        bash = ["/usr/bin/bash", script]
+        if args.capture:
+            proc = subprocess.Popen(bash, env=environ, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+            out, err = proc.communicate()
+            sys.stdout.buffer.write(out)
+            sys.stdout.flush()
+            sys.stderr.buffer.write(err)
+            sys.stderr.flush()
+        else:
+            proc = subprocess.Popen(bash, env=environ)   # stdin, stdout, stderr: inherited
+            proc.wait()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(script)
     return proc.returncode
+
+
+def _wrapper_script(layout: SimLayout, env: Env, argv: list[str], cwd: str | None,
+                    environ: dict[str, str]) -> str:
+    """/tmp/tmpXXXX: the activation (a `conda shell.posix hook` child that exits at once), the cwd, the
+    command. shlex-quoted: this is the fake of a tool that writes a shell script, not console code."""
+    hook = " ".join(shlex.quote(a) for a in (str(layout.conda), "shell.posix", "hook"))
+    lines = [f"eval \"$({hook})\"",
+             *(f"export {k}={shlex.quote(environ[k])}" for k in ("PATH", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+                                                                   "CONDA_SHLVL", "PYTHONPATH") if k in environ),
+             *([f"cd {shlex.quote(cwd)}"] if cwd else []),
+             " ".join(shlex.quote(a) for a in argv), ""]
+    fd, path = tempfile.mkstemp(prefix="tmp", dir="/tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines))
+    return path
 
 
 def env_list(layout: SimLayout, as_json: bool) -> str:
@@ -190,6 +218,9 @@ def main(argv: list[str], sim_dir: str | os.PathLike[str]) -> int:
             return 0
         if argv[0] == "run":
             return run(layout, parse_run(argv[1:]))
+        if argv[:2] == ["shell.posix", "hook"]:
+            print("# conda shell hook (sim): activation is done by the script's exports")
+            return 0
         if argv[:2] == ["env", "list"] or argv[:2] == ["info", "--envs"] or argv[:2] == ["info", "-e"]:
             sys.stdout.write(env_list(layout, "--json" in argv[2:]))
             return 0

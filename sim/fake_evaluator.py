@@ -13,16 +13,33 @@ It behaves like the real evaluator where the console looks:
   `hang` (no more output, blocked forever at 0 % CPU — the futex_wait incident), `crash` (the route is
   recorded "Failed - Simulation crashed", entry_status Crashed, exit 1), `finish` (the remaining routes
   complete at once, entry_status Finished, exit 0);
-- SIGTERM: default disposition (it dies, possibly mid-write of the checkpoint).
+  `agent-setup` (the next route's agent cannot be set up, e.g. GPU memory full: the route is recorded
+  `Failed - Agent couldn't be set up`, entry_status stays Started, exit 255);
+- two server modes, as design.md §4 says of Bench2Drive 0.0.4: with `B2D_EXTERNAL_SERVER=1` (the field
+  notes' local patch; `sim up`'s default) it connects to `--host:--port`; without it, it starts its own
+  server like the unpatched evaluator: `CARLA_ROOT` unset → KeyError; `--port = find_free_port(--port)`
+  (a port that cannot be bound on localhost is skipped: an external server on N..N+2 pushes it to N+3);
+  `$CARLA_ROOT/CarlaUE4.sh -RenderOffScreen -nosound -carla-rpc-port=P -graphicsadapter=K` through a shell
+  in a new session; a wait (30 s, SIM_SERVER_WAIT_S); an atexit that SIGKILLs that process group;
+- the TrafficManager port moves to the next free one silently (find_free_port), as Bench2Drive's does;
+- SIGINT ends the running route as plain `Failed` and goes on with the next; SIGTERM has the default
+  disposition: it dies at once, atexit handlers skipped (a self-launched server is orphaned);
+- the running route's record (index -1) is never in the file, `Started` never appears there;
+- the checkpoint's folder is never created (`open(path, 'w')` → FileNotFoundError, exit 1);
+- stdout: the per-tick lines are not flushed (Leaderboard 2 / carla_garage style; SIM_FLUSH=1 flushes
+  them like Bench2Drive's Wallclock line): redirected to a file they come in 8 KiB bursts unless Python
+  runs unbuffered (PYTHONUNBUFFERED=1 / -u).
 
-Exit codes: 0 finished; 1 crashed / setup failed. (Real Bench2Drive exits 255 — `sys.exit(-1)` — after a
-simulation crash; the sim uses 1 as the console's contract asks; both are "non-zero".)
+Exit codes: 0 finished; 255 (`sys.exit(-1)`) after a crash; 1 an uncaught error at set-up.
 """
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -34,9 +51,10 @@ from typing import Any
 
 from sim import b2d
 
-CRASH_RC = 1
-SETUP_FAILED_RC = 1
-FAULTS = ("hang", "crash", "finish", "setup-fail")
+CRASH_RC = 255            # sys.exit(-1)
+SETUP_FAILED_RC = 1       # an exception out of _setup_simulation: Python's own exit status
+FAULTS = ("hang", "crash", "finish", "agent-setup")
+AGENT_SETUP_FAILED = "Agent couldn't be set up"
 TM_BIND_ERROR = ("trying to create rpc server for traffic manager; but the system failed to create "
                  "because of bind error.")
 
@@ -88,6 +106,23 @@ def say(msg: str) -> None:
     print(msg, flush=True)
 
 
+def tick_line(msg: str) -> None:
+    """Not flushed unless SIM_FLUSH=1: to a file, Python block-buffers it (8 KiB) unless unbuffered."""
+    print(msg, flush=os.environ.get("SIM_FLUSH") == "1")
+
+
+def find_free_port(starting_port: int) -> int:
+    """Bench2Drive's: the first port from starting_port that binds on localhost."""
+    port = starting_port
+    while True:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("localhost", port))
+                return port
+        except OSError:
+            port += 1
+
+
 class Faults:
     """The control file: one word, consumed (deleted) when acted on."""
 
@@ -129,29 +164,71 @@ class Evaluator:
         self.fast = False          # `finish`: complete what is left without waiting
         self.client: Any = None   # a carla.Client once set up
         self.tm_socket: socket.socket | None = None
+        self.interrupted = False
+        self.pending: str | None = None
+        # Bench2Drive handles SIGINT only (its _signal_handler → the scenario manager stops the route).
+        signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, _signum: int, _frame: object) -> None:
+        self.interrupted = True
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
         import carla  # in the evaluator's env; a missing package fails here like the real one
 
-        self.client = carla.Client(self.args.host, self.args.port)
-        self.client.set_timeout(self.args.timeout)
-        version = self.client.get_server_version()   # RuntimeError (time-out ...) if the server is not there
+        attempts = 1
+        if os.environ.get("B2D_EXTERNAL_SERVER") != "1":
+            self.launch_own_server()
+            attempts = 20        # Bench2Drive retries load_world 20 times, 5 s apart
+        retry_s = float(os.environ.get("SIM_CONNECT_RETRY_S", "5"))
+        for attempt in range(attempts):
+            try:
+                self.client = carla.Client(self.args.host, self.args.port)
+                self.client.set_timeout(self.args.timeout)
+                version = self.client.get_server_version()   # RuntimeError (time-out ...) if not there
+                break
+            except RuntimeError as exc:
+                if attempt == attempts - 1:
+                    raise
+                say(f"load_world failed , attempts={attempt}\n{exc}")
+                time.sleep(retry_s)
         say(f"load_world success , attempts=0 (server {version} at {self.args.host}:{self.args.port})")
-        # The TrafficManager server lives in the client process and listens on the TM port.
+        # The TrafficManager server lives in the client process and listens on the TM port; Bench2Drive
+        # moves to the next free one without a word (Leaderboard 2 would use the given one as is).
         tm = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
+            self.args.traffic_manager_port = find_free_port(self.args.traffic_manager_port)
             tm.bind(("127.0.0.1", self.args.traffic_manager_port))
             tm.listen(16)
         except OSError as exc:
             tm.close()
             raise RuntimeError(f"{TM_BIND_ERROR} (port {self.args.traffic_manager_port}: {exc.strerror})") from None
         self.tm_socket = tm
-        say(f"traffic_manager init success, try_time=0 (port {self.args.traffic_manager_port})")
+        say("traffic_manager init success, try_time=0")
         agent = self.args.agent
         if not os.path.exists(agent):
             module = os.path.basename(agent).split(".")[0]
             raise ModuleNotFoundError(f"No module named '{module}'")
+
+    def launch_own_server(self) -> None:
+        """The unpatched Bench2Drive: its own server, in a new session, killed by atexit (never on SIGTERM)."""
+        carla_path = os.environ["CARLA_ROOT"]        # unset: KeyError, like the real one
+        self.args.port = find_free_port(self.args.port)
+        cmd = (f"{os.path.join(carla_path, 'CarlaUE4.sh')} -RenderOffScreen -nosound "
+               f"-carla-rpc-port={self.args.port} -graphicsadapter={self.args.gpu_rank}")
+        # shell=True is the real evaluator's own call (this is its stand-in), with its setsid.
+        server = subprocess.Popen(cmd, shell=True, start_new_session=True)  # noqa: S602
+        say(f"{cmd} {server.returncode}")
+        atexit.register(os.killpg, server.pid, signal.SIGKILL)
+        # Bench2Drive sleeps 30 s flat. The sim waits at most that long (SIM_SERVER_WAIT_S) but stops once
+        # the port accepts: a client call on a port not yet listening costs the whole --timeout.
+        deadline = time.monotonic() + float(os.environ.get("SIM_SERVER_WAIT_S", "30"))
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.args.port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.1)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> bool:
@@ -201,6 +278,15 @@ class Evaluator:
         self.stats.create_route_data(config, weather_id, save_name)
         say("\033[1m> Loading the world\033[0m")
         say("\033[1m> Setting up the agent\033[0m")
+        fault = self.faults.take()
+        if fault == "agent-setup":
+            say("\n\033[91mCould not set up the required agent:")
+            say("\nTraceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory.\033[0m")
+            say("\033[1m> Registering the route statistics\033[0m")
+            self.stats.save_entry_status("Started")
+            self.stats.compute_route_statistics(config.index, None, 0.0, 0.0, AGENT_SETUP_FAILED)
+            return True
+        self.pending = fault          # any other word is acted on in the route's first tick
         if not self.sensors_initialized:
             self.stats.sensors = list(b2d.SENSOR_ICONS)
             self.stats.write()
@@ -210,16 +296,17 @@ class Evaluator:
         tick = 0
         try:
             while not self.fast and time.monotonic() - start < self.pace.route_s:
-                self.on_fault(self.faults.take())
-                if self.fast:
+                self.on_fault(self.pending or self.faults.take())
+                self.pending = None
+                if self.fast or self.interrupted:
                     break
                 if tick and config.route_id in self.pace.crash_routes:
                     raise SimulationCrashed(f"[sim] route {config.route_id} crashes every time (SIM_CRASH_ROUTES)")
                 self.server_tick()
                 tick += 1
                 game_t = (time.monotonic() - start) / self.pace.wall_per_game
-                say(f"[{config.full_name}] step {tick} game_time={game_t:.2f}s "
-                    f"route {config.index + 1}/{self.stats.total_routes or '?'}")
+                tick_line(f"[{config.full_name}] step {tick} game_time={game_t:.2f}s "
+                          f"route {config.index + 1}/{self.stats.total_routes or '?'}")
                 time.sleep(self.pace.tick_s)
         except AgentSetupFailed as exc:
             # Bench2Drive: the route is recorded "Failed - Agent couldn't be set up", the run stops (255), and
@@ -241,6 +328,13 @@ class Evaluator:
                                                 "Simulation crashed")
             return True
         wall = time.monotonic() - start
+        if self.interrupted:
+            # SIGINT: the scenario manager stops ticking; the route is scored as far as it got, and a
+            # route not completed is plain "Failed". The evaluator goes on with the next route.
+            self.interrupted = False
+            done = min(wall / self.pace.route_s, 0.99) * 100 if self.pace.route_s else 0.0
+            outcome = b2d.Outcome(infractions=outcome.infractions, score_route=round(done, 2),
+                                  outside_lanes_pct=outcome.outside_lanes_pct, route_length=outcome.route_length)
         say("\033[1m> Stopping the route\033[0m")
         say("\033[1m> Registering the route statistics\033[0m")
         self.stats.save_entry_status("Started")
@@ -263,8 +357,6 @@ class Evaluator:
         elif fault == "finish":
             say("[sim] injected fault: finishing the remaining routes now")
             self.fast = True
-        elif fault == "setup-fail":
-            raise AgentSetupFailed("[sim] injected fault: CUDA out of memory while loading the model")
 
 
 def main(argv: list[str] | None = None, sim_dir: str | os.PathLike[str] | None = None) -> int:

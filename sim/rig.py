@@ -46,7 +46,7 @@ from sim.procs import (
     with_descendants,
 )
 
-EVALUATOR_FAULTS = ("hang", "crash", "finish", "setup-fail")
+EVALUATOR_FAULTS = ("hang", "crash", "finish", "agent-setup")
 SERVER_FAULTS = ("server-crash", "server-hang")
 FAULTS = EVALUATOR_FAULTS + SERVER_FAULTS
 SERVER_FLAGS = ("-RenderOffScreen", "-nosound")
@@ -69,6 +69,7 @@ class SideState:
     route_s: float
     tick_s: float
     eval_timeout_s: float
+    server_mode: str = "external"   # 'external' (the sim starts it) | 'evaluator' (the evaluator does)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -99,8 +100,13 @@ def _side(layout: SimLayout, side: str) -> SideState:
 
 
 def side_env(layout: SimLayout, st: SideState) -> dict[str, str]:
-    """The evaluator env the sim needs (also written into rig.yaml for the console's launches)."""
-    return {"CARLA_SIM_FAULTS": str(layout.fault_file(st.name)), "SIM_ROUTE_S": f"{st.route_s:g}",
+    """The evaluator env the sim needs (also written into rig.yaml for the console's launches).
+    B2D_EXTERNAL_SERVER=1: the field notes' patched evaluator, which uses the server the sim started.
+    server_mode 'evaluator': the unpatched one, which starts its own ($CARLA_ROOT/CarlaUE4.sh)."""
+    mode = ({"B2D_EXTERNAL_SERVER": "1"} if st.server_mode == "external" else
+            {"CARLA_ROOT": str(layout.bin), "SIM_SERVER_WAIT_S": "30", "SIM_CONNECT_RETRY_S": "0.5"})
+    return {**mode,
+            "CARLA_SIM_FAULTS": str(layout.fault_file(st.name)), "SIM_ROUTE_S": f"{st.route_s:g}",
             "SIM_TICK_S": f"{st.tick_s:g}", "CARLA_SIM_SIDE": st.name,
             # Bench2Drive's run_evaluation.sh exports its two trees the same way.
             "PYTHONPATH": os.pathsep.join(sim_envs.tree_paths(Path(st.work)))}
@@ -200,7 +206,8 @@ def start_evaluator(dir: str | Path, side: str, *, resume: bool = False,
     work = Path(st.work)
     log = work / LOG_FILE
     log.parent.mkdir(parents=True, exist_ok=True)
-    environ = {**os.environ, **side_env(layout, st), **(env or {})}
+    # Unbuffered, as the console's pinned execution runs it: the log's mtime is the heartbeat.
+    environ = {**os.environ, "PYTHONUNBUFFERED": "1", **side_env(layout, st), **(env or {})}
     with open(log, "ab") as fh:   # an open file, no pipe: nothing buffers between it and the log
         proc = subprocess.Popen(evaluator_argv(layout, st, resume=resume), cwd=work, env=environ,
                                 stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
@@ -242,7 +249,8 @@ def rig_config(layout: SimLayout, sides: Sequence[SideState], stall_s: float) ->
         cfg["sides"][st.name] = {
             "server": {"host": "local", "command": [str(layout.launcher), *SERVER_FLAGS],
                        "rpc_port": st.rpc_port, "adapter": st.adapter, "adapter_candidates": [0, 2, 1, 3],
-                       "vram_min_delta_mb": 4096, "start_wait_s": 3, "probe_timeout_s": 3},
+                       "vram_min_delta_mb": 4096, "start_wait_s": 3, "probe_timeout_s": 3,
+                       **({"managed_by_evaluator": True} if st.server_mode == "evaluator" else {})},
             "evaluator": {"host": "local", "conda_env": install.ENV_CARLA, "cwd": st.work,
                           "script": install.EVALUATOR_SCRIPT, "routes": ROUTES_FILE,
                           "checkpoint": CHECKPOINT_FILE, "log": LOG_FILE, "tm_port": st.tm_port,
@@ -260,17 +268,26 @@ def rig_config(layout: SimLayout, sides: Sequence[SideState], stall_s: float) ->
 def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: bool = True,
        route_s: float = ROUTE_S, routes: int = 10, stall_s: float = 6.0,
        excluded: Sequence[Sequence] | None = None, gpus: dict[str, Any] | None = None,
-       tick_s: float = 0.5, eval_timeout_s: float = 600.0, adapter: int = 0) -> Path:
+       tick_s: float = 0.5, eval_timeout_s: float = 600.0, adapter: int = 0,
+       server_mode: str = "external") -> Path:
     """Create the rig under dir, start its servers (and evaluators); return the rig.yaml path.
+
+    server_mode 'evaluator': no server is started; each side's evaluator is the unpatched Bench2Drive one
+    that starts its own (rig.yaml: server.managed_by_evaluator true, env CARLA_ROOT, no B2D_EXTERNAL_SERVER).
 
     Refuses (RuntimeError) when processes of an earlier `up` in dir are still alive: `down` first.
     On any failure, whatever it started is stopped again before the error propagates.
     """
     layout, excluded_ranges = _fresh(dir, sides, gpus, excluded)
     try:
+        if server_mode not in ("external", "evaluator"):
+            raise ValueError(f"server_mode {server_mode!r}: expected 'external' or 'evaluator'")
         states, launchers = _launch_sides(layout, sides, excluded_ranges, route_s, routes, tick_s,
-                                          eval_timeout_s, adapter)
+                                          eval_timeout_s, adapter, launch=server_mode == "external")
+        states = [SideState(**{**st.to_json(), "server_mode": server_mode}) for st in states]
         for i, st in enumerate(states):
+            if st.name not in launchers:
+                continue
             for attempt in range(3):
                 try:
                     wait_server(layout.root, launchers[st.name], st.rpc_port, side=st.name)
@@ -360,7 +377,7 @@ def _fresh(dir: str | Path, sides: Sequence[str], gpus: dict[str, Any] | None,
 
 def _launch_sides(layout: SimLayout, sides: Sequence[str], excluded_ranges: list, route_s: float, routes: int,
                   tick_s: float, eval_timeout_s: float, adapter: int,
-                  nice: int = 0) -> tuple[list[SideState], dict[str, subprocess.Popen]]:
+                  nice: int = 0, launch: bool = True) -> tuple[list[SideState], dict[str, subprocess.Popen]]:
     """Free ports, a work dir and a launched (not yet answering) server for each side."""
     states: list[SideState] = []
     launchers: dict[str, subprocess.Popen] = {}
@@ -368,8 +385,9 @@ def _launch_sides(layout: SimLayout, sides: Sequence[str], excluded_ranges: list
         work = install.write_work_dir(layout, name, routes)
         states.append(SideState(name=name, rpc_port=p.rpc, tm_port=p.tm, adapter=adapter, work=str(work),
                                 route_s=route_s, tick_s=tick_s, eval_timeout_s=eval_timeout_s))
-        launchers[name] = launch_server(layout.root, p.rpc, adapter, side=name, nice=nice)
-        _CHILDREN.append(launchers[name])
+        if launch:
+            launchers[name] = launch_server(layout.root, p.rpc, adapter, side=name, nice=nice)
+            _CHILDREN.append(launchers[name])
     return states, launchers
 
 

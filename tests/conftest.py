@@ -13,6 +13,11 @@ import uuid
 
 import pytest
 
+# This machine exports PYTHONUNBUFFERED=1, which hides what a real rig does: an evaluator whose stdout is
+# a file block-buffers (8 KiB) unless the console runs it unbuffered, and the log's mtime is the heartbeat.
+# No test inherits it: whatever needs unbuffered output must ask for it (the console's pinned execution does).
+os.environ.pop("PYTHONUNBUFFERED", None)
+
 SESSION_MARK = f"pytest-{uuid.uuid4().hex[:12]}"
 os.environ["CARLA_CONSOLE_TEST_SESSION"] = SESSION_MARK
 

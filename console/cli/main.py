@@ -96,15 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--throttle", type=int, default=0, metavar="K", help="slurm: at most K array tasks at once")
     p.add_argument("--route-s", type=float, metavar="S", help="seconds a simulated route takes (default 3: "
                    "a side finishes in about 30 s; 60 gives ten minutes to practise on)")
+    p.add_argument("--server-mode", choices=["external", "evaluator"], default="external",
+                   help="external: the sim starts the servers, evaluators patched (B2D_EXTERNAL_SERVER=1, the "
+                        "default); evaluator: unpatched evaluators start their own (server.managed_by_evaluator)")
     p = ssub.add_parser("down")
     p.add_argument("--dir", required=True)
     p = ssub.add_parser("inject")
     p.add_argument("--dir", required=True)
     p.add_argument("side")
-    p.add_argument("fault", choices=["hang", "crash", "finish", "setup-fail", "server-crash", "server-hang"],
+    p.add_argument("fault", choices=["hang", "crash", "finish", "agent-setup", "server-crash", "server-hang"],
                    help="hang: the evaluator stays alive and stops writing; crash: it exits non-zero mid-route; "
                         "finish: it completes its routes (the server stays up: IDLE); server-crash: SIGKILL "
-                        "to the server; setup-fail: the agent cannot be set up on the running route; server-hang: the server keeps its ports but stops answering RPC")
+                        "to the server; server-hang: the server keeps its ports but stops answering RPC; agent-setup: the next "
+                        "route's agent cannot be set up (exit 255)")
     return ap
 
 

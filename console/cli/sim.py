@@ -147,8 +147,9 @@ def run(args: argparse.Namespace) -> int:
             used = SimLayout.of(d).sides_json.exists()
             if getattr(args, "engine", "process") == "slurm":
                 print(up_slurm(d, names, throttle=args.throttle))
-            elif args.no_evaluators:
-                print(sim.up(d, sides=names, start_evaluators=False))
+            elif args.no_evaluators or getattr(args, "server_mode", "external") == "evaluator":
+                print(sim.up(d, sides=names, start_evaluators=False,
+                             server_mode=getattr(args, "server_mode", "external")))
             else:
                 print(up_with_harnesses(d, names, getattr(args, "route_s", None)))
             if used:

@@ -39,9 +39,11 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
         ev = j["evaluator"]
         prog = "?" if ev["progress"] is None else f"{ev['progress'][0]}/{ev['progress'][1]}"
         ports = j["server"]["ports"]
+        tm = ev["tm"]
+        drift = f"->{','.join(map(str, tm['listening']))}!" if tm["drift"] else ""
         rows.append((name, j["lifecycle"], j["server"]["state"], str(j["server"]["pid"] or "-"), str(j["server"]["adapter"]
                      if j["server"]["adapter"] is not None else "-"),
-                     f"{ports['rpc']}-{ports['secondary']}/tm{ports['tm']}", vram, hb["state"] + age,
+                     f"{ports['rpc']}-{ports['secondary']}/tm{ports['tm']}{drift}", vram, hb["state"] + age,
                      f"{ev['state']} {ev['phase']}", prog, "-" if ev["ds"] is None else f"{ev['ds']:.1f}",
                      "IDLE" if j["idle"] else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -58,6 +60,11 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
     if rig_eta["eta_s"] is not None:
         print(f"rig: ETA {results_lines.hours(rig_eta['eta_s'])} (slowest side; rests on {rig_eta['rests_on']} routes)")
     for name, s in snaps.items():
+        tm = s.to_json()["evaluator"]["tm"]
+        if tm["drift"]:
+            print(f"{name}: TM port drift: the evaluator listens on {tm['listening']}, not on the planned "
+                  f"{tm['planned']} (Bench2Drive moves to the next free TM port without a word: another "
+                  "TrafficManager holds it)")
         if s.server.verdict.state.value == "UNKNOWN":
             print(f"{name}: server UNKNOWN — {s.server.verdict.summary}")
     return EXIT_OK

@@ -35,6 +35,7 @@ class Op(str, Enum):
     STOP_HUNG_SERVER = "stop-hung-server"  # stop a HUNG server (launcher + shipping process) to restart it
     ADOPT = "adopt"                    # a new supervisor for a running evaluator whose harness died
     STOP_RUN = "stop-run"              # the operator stops a side's run (harness first: no new attempt)
+    STOP_UNPATCHED = "stop-unpatched"  # an evaluator that started a second server on an external-server side
 
     def __str__(self) -> str:
         return self.value
@@ -50,7 +51,9 @@ RULES: dict[Op, dict[str, frozenset[str]]] = {
     Op.RECLAIM: {"server": frozenset({"ALIVE"}), "evaluator": frozenset({"DEAD"}), "clients": frozenset({"NONE"})},
     Op.ADAPTER_POLL: {"server": frozenset({"DEAD"}), "ports": frozenset({"CLEAR"}), "vram": frozenset({"READ"})},
     Op.STOP_OWN_LAUNCH: {"launch": frozenset({"OURS"})},
-    Op.RELAUNCH: {"server": frozenset({"ALIVE"}), "evaluator": frozenset({"DEAD"}),
+    Op.STOP_UNPATCHED: {"second_server": frozenset({"SEEN"})},
+    # server MANAGED: DEAD, on a side whose evaluator starts its own server (server.managed_by_evaluator).
+    Op.RELAUNCH: {"server": frozenset({"ALIVE", "MANAGED"}), "evaluator": frozenset({"DEAD"}),
                   "checkpoint": frozenset({"OK", "ABSENT"}), "ports": frozenset({"CLEAR"})},
     Op.SUBMIT_JOB: {"job": frozenset({"ABSENT"})},
     Op.STOP_JOB: {"job": frozenset({"ALIVE"})},
@@ -63,7 +66,7 @@ RULES: dict[Op, dict[str, frozenset[str]]] = {
 
 # Operations whose targets are a process set the guard itself signals.
 KILL_OPS = frozenset({Op.STOP_CHAIN, Op.STOP_SERVER, Op.RECLAIM, Op.STOP_OWN_LAUNCH, Op.STOP_RUN,
-                      Op.STOP_HUNG_SERVER})
+                      Op.STOP_HUNG_SERVER, Op.STOP_UNPATCHED})
 # Operations on scheduler jobs the guard itself re-verifies and acts on (ops/actions/guard_jobs.py).
 JOB_OPS = frozenset({Op.STOP_JOB, Op.RECOVER_JOB, Op.REQUEUE_JOB})
 

@@ -40,6 +40,7 @@ from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Plan
 from ops.actions.launch import LaunchPlan, plan_launch, prepare_attempt, reread_same, start_server
 from ops.actions.supervise import Budgets, append_event, current_route, failing_route, quarantine_due
+from ops.actions.second_server import second_servers, stop_attempt
 from ops.model import RigConfig, SideConfig
 from ops.notify import Notifier
 from ops.platform.procs import read_proc
@@ -52,6 +53,7 @@ from ops.tristate import Beat, State
 
 RETRY_DELAY_S = 2.0       # between a failed attempt and the next: let the server settle after a crash
 POLL_S = 0.25
+SECOND_SERVER_WATCH_S = 120.0   # an unpatched evaluator starts its server before it connects: look this long
 EXIT_STOPPED = 128 + signal.SIGTERM
 
 
@@ -93,6 +95,7 @@ class Harness:
         self.adopting = adopting
         self.backup_blocked: str | None = None
         self.last_runs: tuple[str, ...] = ()   # the routes the current attempt runs, in order
+        self.unpatched: str | None = None    # set when the evaluator started a second server
 
     # ---- state, events -----------------------------------------------------------------------------
 
@@ -251,6 +254,9 @@ class Harness:
             rec.exit_code, rec.ended = rc, time.time()
             self.adopted = None
             say(f"attempt {rec.n} exited {rc}")
+            if self.unpatched:
+                self.save("refused", self.unpatched)   # another attempt would do the same
+                return 3
             if rc == 0:
                 self.event("finished", f"attempt {rec.n} exited 0", **self._scores())
                 self.save("finished", f"attempt {rec.n} exited 0", supervisor="done")
@@ -443,6 +449,7 @@ class Harness:
         found_inner = False
         t0 = time.monotonic()
         next_watch = time.monotonic() + self.sc.supervisor.watch_s
+        last_look = 0.0
         while True:
             rc = self._poll_child()
             if rc is not None and self.child is not None and not self.stop.is_set():
@@ -458,6 +465,11 @@ class Harness:
                 return None
             if self.files is not None:
                 self.files.poll()
+            if (self.child is not None and not self.sc.server.managed_by_evaluator and time.monotonic() - t0 < SECOND_SERVER_WATCH_S
+                    and time.monotonic() - last_look >= 1.0):
+                last_look = time.monotonic()
+                if await self._second_server(live):
+                    return self.child.wait()
             if not found_inner and self.child is not None and time.monotonic() - t0 < 30:
                 found_inner = await self._record_inner(live)
             if time.monotonic() >= next_watch:
@@ -586,6 +598,22 @@ class Harness:
         self.save(supervisor="recovering", detail=f"recovery {self.state.recoveries}: chain stopped, resuming")
         self.event("recovering", f"stalled chain stopped ({res.step.detail}); the next attempt resumes",
                    route=route, recoveries=self.state.recoveries)
+
+    async def _second_server(self, live: LiveRig) -> bool:
+        """An unpatched evaluator started a server of its own on this external-server side: stop the
+        attempt (its server group too) through the guard, and start no more (ops/actions/second_server.py)."""
+        assert self.child is not None
+        table = await process_table(live.hosts[self.sc.evaluator.host], 5.0, fresh_pids=frozenset([self.child.pid]))
+        if not table.ok:
+            return False
+        found = second_servers(table, self.child.pid)
+        if not found:
+            return False
+        outcome, reason = await stop_attempt(Guard(live.hosts, Audit(self.rig.state_dir)), self.sc, table,
+                                             self.child.pid, found)
+        say(f"{reason}; stopped: {outcome.detail or outcome.refused}")
+        self.unpatched = reason
+        return True
 
     async def _record_inner(self, live: LiveRig) -> bool:
         """Replace the wrapper's pid in the attempt record with the real evaluator's, once it has exec'd."""

@@ -70,6 +70,8 @@ def evaluator_args(side: SideConfig, resume: bool, *, routes: str | None = None,
             "--checkpoint", checkpoint or ev.path(ev.checkpoint), "--routes", routes or ev.path(ev.routes)]
     if resume:
         args += list(rr.RESUME_FLAG)   # never "--resume False": type=bool makes that True
+    if side.server.managed_by_evaluator:
+        args += ["--gpu-rank", str(gpu_rank(side))]
     for key, value in ev.args:
         args += [f"--{key}", value]
     return args
@@ -84,8 +86,11 @@ def evaluator_argv(rig: RigConfig, side: SideConfig, resume: bool, *, routes: st
 
 
 def evaluator_env(side: SideConfig) -> dict[str, str]:
-    """The env the config sets, explicitly (added to the harness's inherited environment)."""
-    return dict(side.evaluator.env)
+    """The env the config sets, explicitly (added to the harness's inherited environment), and Python
+    unbuffered: Leaderboard 2 and carla_garage flush nothing, so with stdout to a file their lines come in
+    8 KiB bursts, the log's mtime (the heartbeat) moves in jumps and the last lines before a kill (the hang's
+    explanation among them) are lost. The config may override it."""
+    return {"PYTHONUNBUFFERED": "1", **dict(side.evaluator.env)}
 
 
 def harness_argv(rig: RigConfig, side: str) -> list[str]:
@@ -174,6 +179,35 @@ def _log_check(side: SideConfig) -> Check:
     if not stat.S_ISREG(mode):
         return Check("log", "refused", f"log {path} exists and is not a regular file: remove it")
     return Check("log", "ok", f"{path} is appended to")
+
+
+def _managed_server_check(snap: SideSnapshot, sc: SideConfig) -> tuple[str, Check]:
+    """server.managed_by_evaluator: the (unpatched Bench2Drive) evaluator starts its own server, on
+    find_free_port(--port): the console starts none, and one already on N would push the evaluator's to N+3."""
+    v = snap.server.verdict
+    env = dict(sc.evaluator.env)
+    if env.get("B2D_EXTERNAL_SERVER") == "1":
+        return "UNKNOWN", Check("server", "refused", "server.managed_by_evaluator is set but the evaluator env "
+                                "has B2D_EXTERNAL_SERVER=1 (the patch that makes it use an external server): "
+                                "choose one")
+    if "CARLA_ROOT" not in env and "CARLA_ROOT" not in os.environ:
+        return "UNKNOWN", Check("server", "refused", "server.managed_by_evaluator: the evaluator starts "
+                                "$CARLA_ROOT/CarlaUE4.sh and dies with KeyError: 'CARLA_ROOT' when it is unset: "
+                                "set evaluator.env.CARLA_ROOT")
+    if v.state is State.DEAD:
+        return "MANAGED", Check("server", "ok", f"no server on {sc.server.rpc_port}: the evaluator starts its own "
+                                f"(-graphicsadapter={gpu_rank(sc)})")
+    if v.state is State.ALIVE:
+        return "ALIVE-MANAGED", Check("server", "refused", f"a server already runs on {sc.server.rpc_port} "
+                                      f"({v.summary}): the evaluator would start its own on the next free port "
+                                      f"(find_free_port → {sc.server.rpc_port + 3}); stop it first (reclaim)")
+    return "UNKNOWN", Check("server", "unknown", f"server UNKNOWN: {v.summary}")
+
+
+def gpu_rank(sc: SideConfig) -> int:
+    """The adapter an evaluator-managed server gets (`--gpu-rank` → -graphicsadapter): the one adapter
+    polling last accepted (server.adapter), else the first candidate."""
+    return sc.server.adapter if sc.server.adapter is not None else sc.server.adapter_candidates[0]
 
 
 def _server_check(snap: SideSnapshot) -> tuple[str, Check]:
@@ -354,7 +388,7 @@ async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None
                             "detached runs on remote evaluator hosts are not supported yet"))
     snap = snapshot or (await side_snapshot(live, side))[0]
     ev_word, running = _running_check(snap)
-    srv_word, server = _server_check(snap)
+    srv_word, server = _managed_server_check(snap, sc) if sc.server.managed_by_evaluator else _server_check(snap)
     (port_word, ports), conda = await asyncio.gather(_ports_check(live, sc), _conda_check(live, sc))
     decision, cp = rr.decide_for(sc) if ev_host.is_local else (
         rr.ResumeDecision(False, "remote checkpoint not read", rr.CP_UNKNOWN,

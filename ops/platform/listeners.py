@@ -166,3 +166,25 @@ def parse_ss(host_name: str, text: str, took_ms: float = 0.0) -> Listeners:
 async def listeners(host: Host, timeout: float, interest: Iterable[int] = ()) -> Listeners:
     """The host's listening TCP ports; `interest`: ports whose owners must be resolved (local host)."""
     return await host.platform.listeners(timeout, interest)
+
+
+def pid_listen_ports(pid: int) -> frozenset[int] | str:
+    """The TCP ports this machine's process `pid` listens on (its fds against the LISTEN sockets); an error
+    string when it cannot be told (gone, another user's, the socket table unreadable)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError as e:
+        return f"/proc/{pid}/fd: {e.strerror or e}"
+    mine: set[int] = set()
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            mine.add(int(link[8:-1]))
+    try:
+        socks = listen_sockets()
+    except (OSError, ValueError, IndexError) as e:
+        return f"cannot list listening sockets: {type(e).__name__}: {e}"
+    return frozenset(s.port for s in socks if s.inode in mine)

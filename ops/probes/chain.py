@@ -16,7 +16,7 @@ from ops.platform.procs import Proc, ProcTable
 from ops.probes import identity
 from ops.probes.server import rpc_marker
 
-Role = Literal["harness", "wrapper", "evaluator", "child"]
+Role = Literal["harness", "wrapper", "shell", "evaluator", "child", "server"]   # server: its own, when managed
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,17 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
         for p in [root, *table.descendants(root.pid)]:
             if p.pid in seen or p.pid in protected or p.state == "Z":
                 continue
-            # A server the harness started is the server's business, not the evaluator chain's.
-            if p.pid in servers or any(a in servers for a in table.ancestors(p.pid)):
+            in_server = p.pid in servers or any(a in servers for a in table.ancestors(p.pid))
+            under_evaluator = any(a in eval_pids for a in table.ancestors(p.pid))
+            # A server the harness started is the server's business, not the evaluator chain's. But a
+            # server the evaluator started itself (server.managed_by_evaluator: unpatched Bench2Drive) is
+            # part of the chain: its exact port token and its parentage say so, and stopping the
+            # evaluator by SIGTERM skips the atexit that would kill it (an orphan server otherwise).
+            if in_server and not (side.server.managed_by_evaluator and under_evaluator):
                 continue
             seen.add(p.pid)
-            members.append(ChainMember(p, _role(p, harnesses, eval_pids, {w.pid for w in wrappers}, table)))
+            role: Role = "server" if in_server else _role(p, harnesses, eval_pids, {w.pid for w in wrappers}, table)
+            members.append(ChainMember(p, role))
     return Chain(tuple(members))
 
 
@@ -117,9 +123,10 @@ def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], wrapper_pids: set
         return "harness"
     if p.pid in wrapper_pids:
         return "wrapper"
+    inner = [c for c in table.descendants(p.pid) if c.pid in eval_pids]
     if p.pid in eval_pids:
         # A process running the script that started another one (a re-exec'd launcher script): the
         # outer is a wrapper of the inner, which is the evaluator.
-        inner = [c for c in table.descendants(p.pid) if c.pid in eval_pids]
         return "wrapper" if inner else "evaluator"
-    return "child"
+    # conda run's `/usr/bin/bash /tmp/tmpXXXX` between the wrapper and the evaluator.
+    return "shell" if inner else "child"

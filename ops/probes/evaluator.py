@@ -12,6 +12,7 @@ from ops.parse.checkpoint import Checkpoint, driving_score, last_status, parse_c
 from ops.parse.errors import ParseError
 from ops.platform.base import Host
 from ops.platform.files import read_text, stat_file
+from ops.platform.listeners import pid_listen_ports
 from ops.platform.procs import ProcTable
 from ops.probes.chain import Chain, find_chain
 from ops.probes.harness_state import HarnessState, read_state
@@ -74,6 +75,16 @@ class EvaluatorProbe:
     harness_alive: bool
     checkpoint: CheckpointReading
     phase: str                   # running | restarting | finished | stopped | absent | unknown
+    # The TCP ports the evaluator process listens on (its TrafficManager): Bench2Drive moves to the next
+    # free TM port without a word. None: not measured (not running, or not on this machine); a string:
+    # the measurement failed.
+    listening: frozenset[int] | str | None = None
+
+    def tm_drift(self, planned: int) -> bool | None:
+        """True when the evaluator listens, but not on the planned TM port; None when unknown."""
+        if not isinstance(self.listening, frozenset) or not self.listening:
+            return None
+        return planned not in self.listening
 
     @property
     def pid(self) -> int | None:
@@ -104,9 +115,12 @@ async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: P
     harness_alive = chain.harness is not None
     detail = ", ".join(f"{m.role} {m.proc.pid}" for m in chain.members) or "no process of this side"
     evidence: tuple[Evidence, ...] = (table.evidence(), Evidence(f"chain of side {side.name}", True, detail=detail))
+    listening: frozenset[int] | str | None = None
     if ev is not None:
         verdict = Verdict(State.ALIVE, evidence, f"evaluator pid {ev.pid}")
         phase = "running"
+        if host.is_local:
+            listening = pid_listen_ports(ev.pid)
     else:
         verdict = Verdict(State.DEAD, evidence, "no evaluator process")
         finished = cp.checkpoint is not None and cp.checkpoint.entry_status == "Finished"
@@ -125,4 +139,4 @@ async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: P
         verdict = Verdict(State.UNKNOWN, evidence, f"harness state unreadable ({hs}); "
                           f"{verdict.summary}: fix or remove the file")
         phase = "unknown"
-    return EvaluatorProbe(verdict, chain, harness, harness_alive, cp, phase)
+    return EvaluatorProbe(verdict, chain, harness, harness_alive, cp, phase, listening)

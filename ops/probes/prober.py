@@ -121,7 +121,13 @@ class SideSnapshot:
                           "progress_error": e.checkpoint.error,
                           "ds": None if e.ds is None else round(e.ds, 3),
                           "last_status": e.last_status,
-                          "harness": harness.status if harness else None},
+                          "harness": harness.status if harness else None,
+                          # The TM port it really listens on: Bench2Drive drifts to the next free one.
+                          "tm": {"planned": self.side.evaluator.tm_port,
+                                 "listening": (sorted(e.listening) if isinstance(e.listening, frozenset)
+                                               else None),
+                                 "error": e.listening if isinstance(e.listening, str) else None,
+                                 "drift": e.tm_drift(self.side.evaluator.tm_port)}},
             "idle": self.idle,
             "eta_s": live["eta_s"] if live else None,
             "eta_routes": live["eta_routes"] if live else None,   # done routes the ETA rests on

@@ -54,7 +54,7 @@ def test_hung_evaluator_goes_stale_and_is_recovered(rig) -> None:
     hung = rec.high["A"]
 
     plan = dry_plan(rig_yaml, "A")
-    assert [t["role"] for t in plan["kill_plan"]] == ["harness", "wrapper", "evaluator"]
+    assert [t["role"] for t in plan["kill_plan"]] == ["harness", "wrapper", "shell", "evaluator"]
     assert plan["verdict"] == {"heartbeat": "STALE", "server": "ALIVE", "evaluator": "ALIVE"}
     planned = plan_keys(plan["kill_plan"])
     audit = Audit(d / "state")
@@ -85,7 +85,7 @@ def test_console_killed_mid_kill_plan_then_a_second_run_is_safe(rig) -> None:
     inject(d, "B", "hang")
     wait_stale(rig_yaml, "B")
     plan = dry_plan(rig_yaml, "B")
-    assert [t["role"] for t in plan["kill_plan"]] == ["harness", "wrapper", "evaluator"]
+    assert [t["role"] for t in plan["kill_plan"]] == ["harness", "wrapper", "shell", "evaluator"]
     first = plan_keys(plan["kill_plan"])
     audit = Audit(d / "state")
     mark = audit.mark()

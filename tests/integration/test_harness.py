@@ -68,7 +68,7 @@ def test_crash_resumes_by_itself_and_a_new_console_sees_the_run(tmp_path: Path) 
         snap = json.loads(out.stdout)["sides"]
         assert snap["B"]["evaluator"]["state"] == "ALIVE" and snap["B"]["evaluator"]["attempt"] == 1
         assert snap["B"]["evaluator"]["harness"] == "running"
-        assert [m["role"] for m in snap["B"]["evaluator"]["chain"]] == ["harness", "wrapper", "evaluator"]
+        assert [m["role"] for m in snap["B"]["evaluator"]["chain"]] == ["harness", "wrapper", "shell", "evaluator"]
         assert snap["A"]["evaluator"]["attempt"] == 2 and snap["A"]["evaluator"]["state"] == "ALIVE"
 
 

@@ -58,11 +58,11 @@ def test_recover_a_hung_side(tmp_path: Path) -> None:
             plan = json.loads(dry.stdout)
             assert plan["refused"] is None
             assert plan["verdict"] == {"heartbeat": "STALE", "server": "ALIVE", "evaluator": "ALIVE"}
-            assert [k["role"] for k in plan["kill_plan"]] == ["harness", "wrapper", "evaluator"]
+            assert [k["role"] for k in plan["kill_plan"]] == ["harness", "wrapper", "shell", "evaluator"]
             st_a, st_b = harness_state(d, "A"), harness_state(d, "B")
             inner = st_a["attempts"][-1]["evaluator_pid"]
             pids = [k["pid"] for k in plan["kill_plan"]]
-            assert pids[0] == st_a["pid"] and pids[2] == inner
+            assert pids[0] == st_a["pid"] and pids[3] == inner
             assert decoy.pid not in pids and st_b["pid"] not in pids
             assert [s["name"] for s in plan["steps"]] == ["verdict", "kill-plan", "confirm", "kill", "server",
                                                          "relaunch", "wait-fresh"]

@@ -7,6 +7,7 @@ checkpoint, so a launch must refuse it and leave the file's bytes as they were.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,15 @@ def test_launch_creates_the_checkpoint_folder_the_evaluator_never_does(tmp_path:
         cp = wait_until(lambda: (c := checkpoint(d, "A")) and c["_checkpoint"]["records"] and c, 20)
         assert cp, (d / "work" / "A" / "logs" / "eval.log").read_text()[-1500:]
         assert "FileNotFoundError" not in (d / "work" / "A" / "logs" / "eval.log").read_text()
+
+
+def test_launch_runs_python_unbuffered_so_the_heartbeat_moves(tmp_path: Path) -> None:
+    assert "PYTHONUNBUFFERED" not in os.environ     # tests/conftest.py: this machine's export is dropped
+    d = tmp_path / "sim"
+    with sim_rig(d, sides=("A",), route_s=60) as rig_yaml:
+        dry = json.loads(cli(rig_yaml, "launch", "A", "--dry-run", "--json").stdout)
+        assert dry["env"]["PYTHONUNBUFFERED"] == "1"
+        assert cli(rig_yaml, "launch", "A", "--yes").returncode == 0
+        log = d / "work" / "A" / "logs" / "eval.log"
+        # The fake flushes nothing per tick (Leaderboard 2 style): only an unbuffered run shows ticks now.
+        assert wait_until(lambda: log.exists() and "step 3 " in log.read_text(), 20), log.read_text()[-800:]

@@ -265,8 +265,14 @@ def test_conda_wrapper_holds_the_command_and_ignores_term(sim, spawned):
     code = "import time; time.sleep(60)"
     wrapper = spawned.popen([str(layout.conda), "run", "-n", "sim-carla", "--no-capture-output", "python", "-c", code])
     wp = psutil.Process(wrapper.pid)
-    assert wait_until(lambda: wp.children(), 5)
-    (child,) = wp.children()
+    # The real tree: conda's python → /usr/bin/bash /tmp/tmpXXXX → the command.
+    assert wait_until(lambda: wp.children() and [c for c in wp.children()[0].children() if c.cmdline()[-1:] == [code]], 5)
+    (bash,) = wp.children()
+    spawned.adopt(bash)
+    script = bash.cmdline()[1]
+    assert bash.cmdline()[0] == "/usr/bin/bash" and script.startswith("/tmp/tmp") and len(bash.cmdline()) == 2
+    assert wait_until(lambda: len(bash.children()) == 1, 5)   # the `conda shell.posix hook` child is gone
+    (child,) = bash.children()
     spawned.adopt(child)
     assert wp.cmdline()[-3:] == ["python", "-c", code]     # the inner command is in the wrapper's cmdline
     assert child.cmdline() == [PY, "-c", code]             # `python` resolved to the env's interpreter
@@ -276,9 +282,20 @@ def test_conda_wrapper_holds_the_command_and_ignores_term(sim, spawned):
     assert wrapper.wait(timeout=5) == -signal.SIGTERM
     time.sleep(0.3)
     assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE   # the trap: the evaluator lives on
-    assert child.ppid() != wrapper.pid
+    assert bash.is_running() and child.ppid() == bash.pid and bash.ppid() != wrapper.pid
     child.kill()                                            # reaped by its own pid
-    assert wait_gone([child], 3) == []
+    assert wait_gone([child, bash], 3) == []
+
+
+def test_conda_exit_code_of_a_signalled_child_and_stdin(sim, spawned):
+    layout, _ = sim
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    r = tool(layout, "conda", "run", "-n", "sim-carla", "--no-capture-output", "python", "-c", code)
+    assert r.returncode == 128 + signal.SIGTERM              # 143, through bash
+    # With --no-capture-output stdin is inherited: a heredoc runs.
+    r = tool(layout, "conda", "run", "-n", "sim-carla", "--no-capture-output", "python3", "-",
+             input="print('ran')\n")
+    assert r.returncode == 0 and r.stdout == "ran\n"
 
 
 def test_conda_env_list_and_unknown_env(sim):
@@ -402,8 +419,9 @@ class Eval:
         self.argv = [PY, str(self.work / "leaderboard_evaluator.py"), "--port", str(self.port),
                      "--traffic-manager-port", str(self.tm), "--routes", str(self.work / "routes.xml"),
                      "--checkpoint", str(self.checkpoint), "--agent", "agent.py", "--timeout", str(timeout), *extra]
+        # The patched external-server mode (sim up's default), unbuffered as the console runs it.
         self.env = {**os.environ, "CARLA_SIM_FAULTS": str(self.faults), "SIM_TICK_S": "0.05",
-                    "SIM_ROUTE_S": str(route_s)}
+                    "SIM_ROUTE_S": str(route_s), "B2D_EXTERNAL_SERVER": "1", "PYTHONUNBUFFERED": "1"}
         self.spawned = spawned
         self.proc: subprocess.Popen | None = None
 
@@ -457,7 +475,7 @@ def test_finish_writes_the_bench2drive_format(sim, spawned, tmp_path):
 def test_crash_then_resume_reruns_the_crashed_route(sim, spawned, tmp_path):
     ev = Eval(sim, spawned, tmp_path)
     ev.fault("crash")                          # acted on at the first tick of route 0
-    assert ev.run() == 1
+    assert ev.run() == 255                     # sys.exit(-1) after a crash
     cp = ev.cp()
     assert cp["entry_status"] == "Crashed" and cp["_checkpoint"]["progress"] == [1, 3]
     assert [r["status"] for r in cp["_checkpoint"]["records"]] == ["Failed - Simulation crashed"]
@@ -511,12 +529,17 @@ def test_hang_keeps_the_process_alive_and_the_log_frozen(sim, spawned, tmp_path)
 
 
 def test_setup_failures_exit_non_zero(sim, spawned, tmp_path):
-    ev = Eval(sim, spawned, tmp_path)
-    with socket.socket() as busy:                  # the TM port is taken
+    ev = Eval(sim, spawned, tmp_path, route_s=30)
+    with socket.socket() as busy:                  # the TM port is taken: Bench2Drive moves on, silently
         busy.bind(("127.0.0.1", ev.tm))
         busy.listen(1)
-        assert ev.run() == 1
-    assert "failed to create because of bind error" in ev.text()
+        ev.start()
+        p = psutil.Process(ev.proc.pid)
+        assert wait_until(lambda: any(c.status == psutil.CONN_LISTEN and c.laddr.port == ev.tm + 1
+                                      for c in p.net_connections("tcp")), 10), ev.text()
+        assert "traffic_manager init success" in ev.text() and str(ev.tm + 1) not in ev.text()
+        ev.proc.terminate()
+        ev.proc.wait(timeout=5)
     dead = pick(1)[0].rpc                          # nobody listens there
     (tmp_path / "dead").mkdir()
     ev2 = Eval(sim, spawned, tmp_path / "dead", timeout=0.5)
@@ -558,17 +581,18 @@ def test_up_inject_down_leaves_nothing(tmp_path):
             cmd = proc.cmdline()
             n = str(cfg["sides"][name]["server"]["rpc_port"])
             assert cmd[cmd.index("--port") + 1] == n and "--checkpoint" in cmd
-            (child,) = proc.children()
+            (bash,) = proc.children()                  # conda → bash /tmp/tmpXXXX → the evaluator
+            (child,) = bash.children()
             assert child.cmdline()[1:4] == ["leaderboard_evaluator.py", "--port", n]
         work_a = Path(cfg["sides"]["A"]["evaluator"]["cwd"])
         assert wait_until(lambda: "step 1 " in (work_a / "logs/eval.log").read_text(), 10)
 
         rig.inject(d, "A", "crash")
-        assert psutil.wait_procs([conda["A"]], timeout=10)[0][0].returncode == 1   # wrapper passes rc 1 on
+        assert psutil.wait_procs([conda["A"]], timeout=10)[0][0].returncode == 255   # wrapper passes 255 on
         b_server = rig.shipping_processes(d, cfg["sides"]["B"]["server"]["rpc_port"])[0].pid
         assert rig.inject(d, "B", "server-crash").pids == (b_server,)
         # B's evaluator: its next tick costs the client timeout (1 s), then "Simulation crashed".
-        assert psutil.wait_procs([conda["B"]], timeout=10)[0][0].returncode == 1
+        assert psutil.wait_procs([conda["B"]], timeout=10)[0][0].returncode == 255
         cp_b = json.loads((Path(cfg["sides"]["B"]["evaluator"]["cwd"]) / "results/result.json").read_text())
         assert cp_b["entry_status"] == "Crashed"
         # Only A's server still holds VRAM; B's ledger entry went with its process.

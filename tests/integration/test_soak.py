@@ -18,7 +18,7 @@ def _buffered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_short_unattended_soak(tmp_path: Path) -> None:
     res = soak(tmp_path / "sim", routes=10, n_faults=5, seed=7, route_s=0.8, gap_s=(1.0, 3.0), timeout_s=400,
-               kinds=("hang", "crash", "server-crash", "server-hang", "setup-fail"))
+               kinds=("hang", "crash", "server-crash", "server-hang", "agent-setup"))
     print(res.line())
     assert res.statuses == {"A": "finished", "B": "finished"}, res
     assert not res.missing and res.lost == 0 and res.touched == 0, res

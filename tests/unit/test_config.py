@@ -151,6 +151,12 @@ def test_shared_adapter_warning_when_evaluator_manages_server(tmp_path, capsys) 
     f = tmp_path / "rig.yaml"
     f.write_text(text)
     rig = load_config(f)
-    assert any("-graphicsadapter=0" in w for w in rig.warnings)
+    (w,) = [w for w in rig.warnings if "clean_carla.sh" in w]
+    # What really happens: the grep kill is a no-op; clean_carla.sh kills every side's server.
+    assert "-graphicsadapter=0" in w and "no-op" in w and "killall -9 -r CarlaUE4-Linux" in w
+    assert "kills every server with that adapter token" not in w
     assert main(["-c", str(f), "check-config"]) == 0
     assert "warning:" in capsys.readouterr().out
+    # Different adapters change nothing: clean_carla.sh does not look at the adapter.
+    f.write_text(text.replace("rpc_port: 2041\n      adapter: 0", "rpc_port: 2041\n      adapter: 1"))
+    assert any("clean_carla.sh" in w for w in load_config(f).warnings)
