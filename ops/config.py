@@ -642,14 +642,15 @@ def load_config(path: str | os.PathLike) -> RigConfig:
     return parse_config(text, file)
 
 
-# Deeper than any rig could need; a YAML nested thousands deep (by mistake or on purpose) would otherwise
-# exhaust the recursion of the composer or of the walk below and end in a RecursionError traceback.
+# Deeper than any rig could need. A YAML nested thousands deep (by mistake or on purpose) exhausts the
+# recursion of the composer: parse_config turns that RecursionError into a clean error at this depth's line.
 MAX_DEPTH = 64
 
 
 def _depth_problem(text: str, file: str) -> ConfigIssue | None:
     """The first place the flow or block nesting goes past MAX_DEPTH, found by the YAML scanner's events
-    (iterative, no recursion), so the composer never meets it."""
+    (iterative, no recursion). Run only after the composer gave up (RecursionError): a valid file pays
+    nothing for it."""
     depth = 0
     try:
         for ev in yaml.parse(text, Loader=yaml.SafeLoader):
@@ -669,8 +670,10 @@ def _depth_problem(text: str, file: str) -> ConfigIssue | None:
 def parse_config(text: str, file: str = "<config>") -> RigConfig:
     try:
         return _parse_config(text, file)
-    except RecursionError:   # belt and braces: MAX_DEPTH should have caught it first
-        raise ConfigError([ConfigIssue(file, None, "", "nested too deep: not a rig config")]) from None
+    except RecursionError:
+        # Only a hostile file gets here: find where it goes too deep (an iterative scan) for the message.
+        issue = _depth_problem(text, file) or ConfigIssue(file, None, "", "nested too deep: not a rig config")
+        raise ConfigError([issue]) from None
 
 
 def _state_dir_problem(path: str) -> str | None:
@@ -689,9 +692,6 @@ def _state_dir_problem(path: str) -> str | None:
 
 def _parse_config(text: str, file: str) -> RigConfig:
     r = _Reader(file)
-    deep = _depth_problem(text, file)
-    if deep is not None:
-        raise ConfigError([deep])
     base = Path(file).expanduser().resolve().parent if not file.startswith("<") else Path.cwd()
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)

@@ -53,12 +53,17 @@ def clone(ref: str, into: Path) -> Path:
     return dest
 
 
-def start_hogs(cpu: int) -> subprocess.Popen:
+def start_hogs(cpu: int, nice: int) -> subprocess.Popen:
     exe = shutil.which("stress-ng")
     if exe is None:
         sys.exit("stress: stress-ng is not installed (apt-get install stress-ng)")
     # Its own session: stopped as a group (stress-ng forks one worker per --cpu) by the pid we started.
-    return subprocess.Popen([exe, "--cpu", str(cpu), "--quiet"], stdin=subprocess.DEVNULL,
+    # At the runs' niceness: the hogs compete with the suite as they would un-niced, and a shared
+    # machine's other users keep their share.
+    argv = [exe, "--cpu", str(cpu), "--quiet"]
+    if nice:
+        argv = ["nice", "-n", str(nice), *argv]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -94,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-clone", action="store_true", help="clone REF into a temp dir (else: this tree)")
     ap.add_argument("--ref", default="main", help="the branch to clone (default main)")
     ap.add_argument("--cpu", type=int, default=2, help="stress-ng --cpu workers (default 2)")
-    ap.add_argument("--nice", type=int, default=10, help="niceness of the runs (default 10)")
+    ap.add_argument("--nice", type=int, default=10, help="niceness of the runs and the hogs (default 10)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="per run, seconds (default 3600)")
     ap.add_argument("--keep", action="store_true", help="keep the clone and the logs")
     ap.add_argument("--json", action="store_true")
@@ -105,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     logs = tmp / "logs"
     logs.mkdir()
     runs: list[Run] = []
-    hogs = start_hogs(args.cpu)
+    hogs = start_hogs(args.cpu, args.nice)
     try:
         for kind, count in (("ci", args.runs), ("faults", args.faults)):
             for n in range(1, count + 1):
