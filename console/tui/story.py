@@ -48,9 +48,9 @@ def changes(prev: SideSnapshot | None, new: SideSnapshot, *, read_only: bool = F
         out.append(Change(side, ns.state.value, f"server {ns.state.value}: {ns.summary or 'no detail'}"
                           f" (was {ps.state.value})"))
     pb, nb = prev.heartbeat, new.heartbeat
-    # The heartbeat means something only while an evaluator should be writing: a finished or stopped
-    # side's log going quiet is not news.
-    beat_matters = new.evaluator.phase in ("running", "restarting", "unknown")
+    # The heartbeat means something only while an evaluator should be writing: a finished, stopped or
+    # restarting side's log going quiet is not news.
+    beat_matters = new.evaluator.phase in ("running", "unknown")   # quiet while restarting: expected
     if pb.beat is not nb.beat and beat_matters:
         if nb.beat.value == "STALE":
             what = f"log quiet for {duration(nb.age_s)} (stall {duration(nb.stall_s)}): hung? r recovers"
@@ -102,9 +102,11 @@ def _evaluator_changes(prev: SideSnapshot, new: SideSnapshot) -> list[Change]:
     said = bool(out)
     if ne.phase == "restarting":
         if not said:
-            what = "the harness is starting it" if not n_att else \
-                f"evaluator attempt {n_att} gone; the harness restarts it ({n_att}/{most} attempts used)"
-            out.append(Change(side, "restarting", what if n_att else f"starting: {what}"))
+            if n_att:
+                out.append(Change(side, "restarting", f"evaluator attempt {n_att} gone; the harness restarts it "
+                                  f"({n_att}/{most} attempts used)"))
+            else:
+                out.append(Change(side, "starting", "harness starting: no attempt yet"))
     elif ne.phase == "running":
         pid = ne.chain.evaluator.pid if ne.chain.evaluator is not None else "?"
         out.append(Change(side, "running", f"evaluator running: pid {pid}"

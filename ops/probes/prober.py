@@ -26,7 +26,7 @@ from ops.probes.lifecycle import FINAL_STATUSES, Lifecycle, LifecycleReading, de
 from ops.probes.server import ServerProbe, Silence, hung_verdict, probe_server, track_silence
 from ops.probes.vram import Gpu, VramReading, read_vram
 from ops.results.live import LiveResults, LiveResultsCache
-from ops.tristate import Evidence, State, Verdict
+from ops.tristate import Beat, Evidence, State, Verdict
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,13 @@ class Prober:
         # probes a server whose process and port stay up shows the last answer with its age, as before, and
         # `g` and every plan still probe at once.
         self.rpc_max_s = rpc_every_s * 4 if rpc_max_s is None else max(rpc_max_s, rpc_every_s)
-        self.vram_max_s = vram_every_s * 6 if vram_max_s is None else max(vram_max_s, vram_every_s)
+        self.vram_max_s = vram_every_s * 12 if vram_max_s is None else max(vram_max_s, vram_every_s)
         self._rpc_every: dict[str, float] = {}                         # side -> its current interval
+        # A side whose evaluator was running with a FRESH heartbeat at the last poll is being served: the
+        # evaluator ticks its server every frame, and a server that stopped answering would stall the log.
+        # Its RPC probe then only confirms what the heartbeat shows, so it runs at the long cadence at once.
+        self.rpc_served_s = max(rpc_every_s * 10, self.rpc_max_s)
+        self._served: dict[str, bool] = {}                            # side -> running and FRESH last poll
         self._vram_every: dict[str, float] = {}                        # host -> its current interval
         self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
         self.checkpoints = CheckpointCache()
@@ -254,6 +259,8 @@ class Prober:
 
     def _remember(self, snap: SideSnapshot) -> None:
         side = snap.side
+        self._served[snap.name] = (snap.evaluator.verdict.state is State.ALIVE and snap.heartbeat.beat is Beat.FRESH
+                                   and snap.server.verdict.state is State.ALIVE)
         self._watch_by_side[(side.server.host, snap.name, "server")] = {p.pid for p in snap.server.procs}
         self._watch_by_side[(side.evaluator.host, snap.name, "chain")] = set(snap.evaluator.chain.pids)
         watch: dict[str, set[int]] = {}
@@ -272,8 +279,7 @@ class Prober:
             tables = await self.tables({side.server.host, side.evaluator.host}, timeout, share=rpc is None)
         ev_host = self.hosts[side.evaluator.host]
         last = self._last_rpc.get(name)
-        every = self._rpc_every.get(name, self.rpc_every_s)
-        due = rpc if rpc is not None else (last is None or time.time() - last[0] >= every)
+        due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_interval(name))
         server_c = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
                                 rpc_overhead_s=self.rpc_overhead_s)
         hb_c = probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s, timeout)
@@ -307,6 +313,11 @@ class Prober:
                             clients=clients, clients_evidence=cev)
         self._remember(snap)
         return snap
+
+    def rpc_interval(self, side: str) -> float:
+        """Seconds between cadence RPC probes of a side now (a forced probe ignores it)."""
+        every = self._rpc_every.get(side, self.rpc_every_s)
+        return max(every, self.rpc_served_s) if self._served.get(side) else every
 
     def _adapter_record(self, name: str, server: ServerProbe) -> dict | None:
         """adapter.json changes only when polling accepts a new server: read it again when the server's

@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.tmux_driver import Tmux
 
-pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240)]
 
 TMUX = shutil.which("tmux")
 EVERY_S = 0.25   # between screen reads: the console under test shares 2 cores with tmux
@@ -161,7 +161,7 @@ def test_demo_comes_up_runs_both_sides_and_cleans_up_on_quit(tmp_path: Path) -> 
         # The event log is fed from the audit trail once a second: wait for its lines too.
         # Counted in the panes (a line that starts at a border): the event log may name the words too.
         up = tmux.wait(lambda t: len(re.findall(r"[║│] server ALIVE", t)) == 2 and t.count("eval   ALIVE running") == 2
-                       and "A launch done" in t and "B launch done" in t, 60, "both demo sides running")
+                       and "A launch done" in t and "B launch done" in t, 120, "both demo sides running")
         assert up.count("FRESH") >= 2, up
         demo_dirs = list(tmp_path.glob("carla-console-demo-*"))
         assert len(demo_dirs) == 1

@@ -54,3 +54,15 @@ def test_vram_cadence_doubles_while_unchanged_and_resets_on_a_change(monkeypatch
         asyncio.run(p._read_vram("local", 1.0))
         seen.append(p._vram_every["local"])
     assert seen == [5.0, 10.0, 20.0, 30.0, 5.0, 5.0]
+
+
+def test_a_served_side_probes_rpc_at_the_long_cadence_and_others_at_the_base() -> None:
+    p = Prober(rig(), {}, rpc_every_s=30.0, rpc_max_s=120.0)
+    assert p.rpc_served_s == 300.0
+    p._served["A"] = True     # the last poll saw the evaluator ALIVE, the heartbeat FRESH, the server ALIVE
+    p._served["B"] = False    # STALE, IDLE or not running: the RPC answer is the evidence, base cadence
+    p._carry_rpc("A", answer(1), probed=True)
+    p._carry_rpc("B", answer(2), probed=True)
+    assert p.rpc_interval("A") == 300.0 and p.rpc_interval("B") == 30.0
+    p._served["A"] = False    # the heartbeat went STALE: back to the side's own cadence at once
+    assert p.rpc_interval("A") == 30.0
