@@ -39,8 +39,8 @@ from ops.actions.attempt_files import AttemptFiles
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Plan
 from ops.actions.launch import LaunchPlan, plan_launch, prepare_attempt, reread_same, start_server
-from ops.actions.supervise import Budgets, append_event, current_route, failing_route, quarantine_due
 from ops.actions.second_server import second_servers, stop_attempt
+from ops.actions.supervise import Budgets, append_event, current_route, failing_route, quarantine_due
 from ops.model import RigConfig, SideConfig
 from ops.notify import Notifier
 from ops.platform.procs import read_proc
