@@ -1,6 +1,7 @@
 """A live rig: its config, its connected hosts and the prober that shares caches between polls."""
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ class LiveRig:
             from ops.engines import engine_for
             from ops.engines.beat import SharedObservation
             self._jobs = SharedObservation(engine_for(self.config, self.hosts), self.config.poll_s / 2)
-        self.follow_jobs()
+        self.follow_jobs(self.config.poll_s / 2)
         run = (await self._jobs.runs(self)).get(side)
         if run is None:
             return None
@@ -39,11 +40,19 @@ class LiveRig:
         return {"id": job.get("display_id"), "state": j["word"], "verdict": j["state"], "node": j["where"],
                 "submit_time": job.get("submit_time"), "evidence": j["evidence"]}
 
-    def follow_jobs(self) -> None:
-        """Scheduled sides: probe the ports/adapter their jobs took on their nodes (ops/engines/overlay.py).
-        Cheap (one small file per side); call it before a poll."""
-        if self.config.engine != "process":
-            self.prober.rig = effective_rig(self.config)
+    _followed: float = -1e9
+
+    def follow_jobs(self, max_age_s: float = 0.0) -> None:
+        """Scheduled sides: probe the ports/adapter their jobs took on their nodes (ops/engines/overlay.py):
+        one small file per side. max_age_s: skip when followed that recently (the sides of one beat share
+        it; a plan passes 0 and reads afresh)."""
+        if self.config.engine == "process":
+            return
+        now = time.monotonic()
+        if now - self._followed < max_age_s:
+            return
+        self._followed = now
+        self.prober.rig = effective_rig(self.config)
 
     async def close(self) -> None:
         for h in self.hosts.values():

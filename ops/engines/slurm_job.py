@@ -13,6 +13,7 @@ cancel or a node failure ends all of it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -126,7 +127,62 @@ def _group_alive(proc: subprocess.Popen) -> bool:
         return False
 
 
+WORKER_ENV = "CARLA_CONSOLE_JOB_WORKER"
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != b"Z":
+                out.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def keeper(rig: RigConfig, arg: str) -> int:
+    """The job's first process: a child subreaper around the worker (the real job-run). SLURM's
+    proctrack/linuxproc follows parent links, so a process whose parent died is lost to it: were the worker
+    killed from outside, its server and evaluator would run on outside the job (and a requeued job would
+    start a second evaluator for the side). Orphans come to us instead; when the worker is gone we stop
+    them (TERM, then KILL) and return its status, so the job ends with everything it started."""
+    import ctypes
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    worker = subprocess.Popen([sys.executable, "-m", "console", "-c", rig.path, "job-run", arg],
+                              env={**os.environ, WORKER_ENV: "1"}, stdin=subprocess.DEVNULL)
+
+    def forward(*_: object) -> None:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, forward)
+    rc = worker.wait()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = _children_of(os.getpid())
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)   # ours: reparented to this subreaper, nothing else can be our child
+        deadline = time.monotonic() + 10
+        while left and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            left = _children_of(os.getpid())
+            time.sleep(0.1)
+    return rc if rc >= 0 else 128 - rc
+
+
 def main(rig: RigConfig, arg: str) -> int:
+    if os.environ.get(WORKER_ENV) != "1":
+        return keeper(rig, arg)
+    return work(rig, arg)
+
+
+def work(rig: RigConfig, arg: str) -> int:
     from ops.actions.harness import Harness
     from ops.platform.procs import read_proc
 

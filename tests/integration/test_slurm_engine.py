@@ -169,6 +169,20 @@ def test_job_killed_from_outside_is_requeued_within_the_budget(slurm_env, tmp_pa
         os.kill(int(rec["pid"]), signal.SIGKILL)    # the job's batch step: SLURM sees the job fail
         return int(rec["pid"])
 
+    def strays() -> list[int]:
+        """Processes of this rig still running outside any job: a probe the killed job-run had in flight
+        (started in its own session, so SLURM's tracking lost it with its parent) ends within its own
+        timeout; wait for that before the next step, so that no test leaves a process behind."""
+        mark, out = str(d).encode(), []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if mark in f.read():
+                        out.append(int(pid))
+            except OSError:
+                continue
+        return out
+
     def rerun_up(killed: int) -> bool:
         rec = read_job_record(rig, "A") or {}
         return running_sides(rig).get("A") == jid and rec.get("pid") != killed and rec.get("restart") == 1
@@ -180,15 +194,17 @@ def test_job_killed_from_outside_is_requeued_within_the_budget(slurm_env, tmp_pa
         assert keep() == []                                  # nothing lost: nothing to do
         killed = kill_from_outside()
         wait_for(lambda: slurm_env.job_field(jid, "JobState") == "FAILED", 60, "job FAILED")
+        wait_for(lambda: not strays(), 60, "the killed job's in-flight probes ended")
         [outcome] = keep()
         assert outcome.ok, outcome.refused or outcome.detail
-        wait_for(lambda: rerun_up(killed), 120, "the same job RUNNING again, its run restarted on the node")
+        wait_for(lambda: rerun_up(killed), 300, "the same job RUNNING again, its run restarted on the node")
         assert slurm_env.job_field(jid, "Restarts") == "1"
         assert slurm_env.job_field(jid, "SubmitTime") != submitted
 
         # The budget (1) is spent: a second loss is refused, with the reason, and audited.
         kill_from_outside()
         wait_for(lambda: slurm_env.job_field(jid, "JobState") == "FAILED", 60, "job FAILED again")
+        wait_for(lambda: not strays(), 60, "the killed job's in-flight probes ended")
         [outcome] = keep()
         assert not outcome.ok and "budget" in (outcome.refused or "")
         assert slurm_env.job_field(jid, "JobState") == "FAILED"
