@@ -50,5 +50,5 @@ async def test_a_debugging_run_says_so_in_its_pane_title() -> None:
         app.show_snapshot(b.snaps["A"])
         app.show_snapshot(b.snaps["B"])
         await pilot.pause(0.1)
-        assert app.main.pane("A").border_title == "A · DEBUGGING RUN"
-        assert app.main.pane("B").border_title == "B"
+        assert app.main.pane("A").border_title == "A RUNNING · DEBUGGING RUN"
+        assert app.main.pane("B").border_title == "B RUNNING"
