@@ -24,6 +24,7 @@ def test_short_unattended_soak(tmp_path: Path) -> None:
     assert not res.missing and res.lost == 0 and res.touched == 0, res
     # The route that always crashes is retired; a random fault landing twice on one route may retire it too.
     assert res.crash_route in res.retired, (res.crash_route, res.retired)
-    assert len(res.faults) == 5 and res.recovered == len(res.faults), res.faults
+    # A fault lands only on a side still running: a side that finished first leaves the rest of the plan unused.
+    assert len(res.faults) >= 3 and res.recovered == len(res.faults), res.faults
     assert res.audit_ops.get("stop-chain", 0) >= 1 and res.audit_ops.get("retire-route") == len(res.retired), res.audit_ops
     assert res.notifications > 0 and {"stalled", "route-retired", "finished"} <= set(res.kinds_seen), res.kinds_seen
