@@ -28,7 +28,7 @@ from ops.platform.procs import read_proc
 VALUES = {
     "heartbeat": ["FRESH", "STALE", "UNKNOWN", "NOT_STARTED"],
     "evaluator": ["ALIVE", "DEAD", "UNKNOWN"],
-    "server": ["ALIVE", "DEAD", "HUNG", "UNKNOWN"],
+    "server": ["ALIVE", "DEAD", "HUNG", "MANAGED", "UNKNOWN"],
     "clients": ["NONE", "SOME", "UNKNOWN"],
     "ports": ["CLEAR", "CONFLICT", "UNKNOWN"],
     "vram": ["READ", "UNKNOWN"],
@@ -38,6 +38,7 @@ VALUES = {
     "job": ["ABSENT", "ALIVE", "DEAD", "LOST", "UNKNOWN"],
     "budget": ["LEFT", "SPENT", "UNKNOWN"],
     "run": ["CUT", "ENDED", "UNKNOWN"],
+    "second_server": ["SEEN", "UNKNOWN"],
 }
 CASES = [(op, combo) for op in Op
          for combo in itertools.product(*(VALUES[k] for k in RULES[op]))]
