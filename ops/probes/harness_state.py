@@ -89,13 +89,21 @@ MAX_STATE_BYTES = 1 << 20   # a state of a few hundred attempts is tens of KB
 
 
 def _conforms(value: Any, hint: Any) -> bool:
-    """value matches a field's annotation (int, float, str, bool, X | None, list[X], a dataclass)."""
+    """value matches a field's annotation (int, float, str, bool, X | None, Literal[...], list[X], dict[K, V],
+    a dataclass)."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_conforms(value, h) for h in typing.get_args(hint))
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in typing.get_args(hint))
     if origin is list:
         (item,) = typing.get_args(hint) or (Any,)
         return isinstance(value, list) and all(_conforms(v, item) for v in value)
+    if origin is dict:
+        key, val = typing.get_args(hint) or (Any, Any)
+        return isinstance(value, dict) and all(_conforms(k, key) and _conforms(v, val) for k, v in value.items())
+    if origin is not None:   # another generic: its container type at least (never isinstance on a generic)
+        return isinstance(value, origin)
     if hint is Any:
         return True
     if hint is type(None):

@@ -56,7 +56,7 @@ def test_own_process_and_marked_shell_never_in_a_plan(rig) -> None:
     plan = json.loads(dry.stdout)
     pids = [t["pid"] for t in plan["kill_plan"]]
     assert ids["self"] not in pids and ids["parent"] not in pids
-    assert [t["role"] for t in plan["kill_plan"]] == ["wrapper", "evaluator"]
+    assert [t["role"] for t in plan["kill_plan"]] == ["wrapper", "shell", "evaluator"]   # conda run's tree
     planned = plan_keys(plan["kill_plan"])
     audit = Audit(d / "state")
     mark = audit.mark()
@@ -81,15 +81,17 @@ def test_plan_holds_the_evaluator_under_the_conda_wrapper(rig) -> None:
     # The trap as it was: `pgrep -f leaderboard_evaluator | head -1` — the lowest pid with those words is
     # the conda wrapper, whose cmdline holds the evaluator's whole command line.
     words = sorted((p for p in evaluators_of(n, tm)), key=lambda p: p.pid)
-    assert len(words) == 2 and "run" in words[0].cmdline[:4] and words[1].ppid == words[0].pid
+    # conda run's real tree: its python (the wrapper) → `bash /tmp/tmpXXXX` → the evaluator.
+    shell = read_proc(words[1].ppid) if len(words) == 2 else None
+    assert len(words) == 2 and "run" in words[0].cmdline[:4] and shell is not None and shell.ppid == words[0].pid
     assert any(a.endswith("leaderboard_evaluator.py") for a in words[0].cmdline)
     inject(d, "B", "hang")
     wait_stale(rig_yaml, "B")
 
     plan = dry_plan(rig_yaml, "B")
     roles = [t["role"] for t in plan["kill_plan"]]
-    assert roles == ["wrapper", "evaluator"], roles            # not only the wrapper: the evaluator too
-    assert plan_keys(plan["kill_plan"]) == [key(p.pid, p.create_time) for p in words]
+    assert roles == ["wrapper", "shell", "evaluator"], roles   # not only the wrapper: conda's shell and the evaluator too
+    assert plan_keys(plan["kill_plan"]) == [key(p.pid, p.create_time) for p in (words[0], shell, words[1])]
     planned = plan_keys(plan["kill_plan"])
     audit = Audit(d / "state")
     mark = audit.mark()
@@ -110,6 +112,12 @@ def test_plan_holds_the_evaluator_under_the_conda_wrapper(rig) -> None:
             anc.add(q.pid)
             q = read_proc(q.ppid)
         assert st["pid"] in anc, f"evaluator {p.pid} is not under the new harness {st['pid']}"
-    inner = [p for p in new if not any(c.ppid == p.pid for c in new)]
+    def ancestors(q):
+        out, a = set(), read_proc(q.ppid)
+        while a is not None and a.pid > 1 and len(out) < 32:
+            out.add(a.pid)
+            a = read_proc(a.ppid)
+        return out
+    inner = [p for p in new if not any(p.pid in ancestors(c) for c in new)]   # conda's shell sits between
     assert len(inner) == 1, [p.cmd_text(120) for p in new]
     rec.check()

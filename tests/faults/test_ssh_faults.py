@@ -68,7 +68,7 @@ def test_ssh_dropped_between_plan_and_execute(rig, sshd) -> None:
             plan = await recovery_plan(live, "A")
             assert plan.allowed, plan.refused
             planned = [key(t.pid, t.create_time) for t in plan.kill_plan.targets]
-            assert [t.role for t in plan.kill_plan.targets] == ["wrapper", "evaluator"]
+            assert [t.role for t in plan.kill_plan.targets] == ["wrapper", "shell", "evaluator"]
             before = Procs.snapshot()
             sshd.stop()                                   # the connection drops under the operation
             kill = await execute_kill(live, plan, YES, grace_s=1)
