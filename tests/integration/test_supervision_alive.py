@@ -72,7 +72,7 @@ def test_wrapper_killed_the_harness_adopts_the_orphan(tmp_path: Path) -> None:
     with sim_rig(d, sides=("A",), routes=200, supervisor=AUTO) as rig_yaml:
         assert cli(rig_yaml, "launch", "A", "--yes").returncode == 0
         wait_until(lambda: (s := harness_state(d, "A")) and s["status"] == "running", 30)
-        chain = wait_until(lambda: (c := _status(rig_yaml)["evaluator"]["chain"]) and len(c) == 3 and c, 30)
+        chain = wait_until(lambda: (c := _status(rig_yaml)["evaluator"]["chain"]) and len(c) == 4 and c, 30)
         assert [m["role"] for m in chain] == ["harness", "wrapper", "shell", "evaluator"]
         os.kill(chain[1]["pid"], signal.SIGKILL)              # the OOM killer takes the conda wrapper
         assert wait_until(lambda: "adopted" in _events(d), 30), _events(d)
