@@ -9,7 +9,8 @@ to a real HTTP endpoint on 127.0.0.1 (apprise `json://`). It prints one line:
 - recovered: faults after which the side ran again (a new attempt whose log moved) within the bound;
 - lost: the largest drop of a side's completed-record count over the run (sampled every poll);
 - wrongly touched: bystander processes carrying a side's words (ports as other numbers, the evaluator's
-  script name) that died, plus audited targets that are none of the sides' processes;
+  script name) that died, plus audited targets that were none of the sides' processes (sampled every
+  poll: a side's exact tokens, their ancestors below init and their descendants);
 - MTTR: fault injected → the side's heartbeat FRESH again on a new attempt.
 
     python bench/soak.py [--routes 40] [--faults 10] [--seed 1] [--route-s 1.0]
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -31,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import psutil  # noqa: E402
 import yaml  # noqa: E402
 
 from ops.parse.routes import parse_routes  # noqa: E402
@@ -126,6 +129,46 @@ def _decoys(rpc_ports: list[int]) -> list[subprocess.Popen]:
     return out
 
 
+def _side_tokens(argv: list[str], ports: set[str]) -> bool:
+    """Exact tokens only: `--port N` or `-carla-rpc-port=N` (a decoy's `N0` is another number)."""
+    for i, a in enumerate(argv):
+        if a == "--port" and i + 1 < len(argv) and argv[i + 1] in ports:
+            return True
+        if a.startswith("-carla-rpc-port=") and a.split("=", 1)[1] in ports:
+            return True
+    return False
+
+
+def _sides_processes(ports: set[str], seen: dict[int, set[float]]) -> None:
+    """Adds every process of the sides now: those carrying a side's exact tokens, their ancestors below
+    init (the supervisor, conda's wrapper and its shell, whose argv names only a temp script) and their
+    descendants. A target audited later must be one of these, sampled while it lived."""
+    procs = {p.pid: p for p in psutil.process_iter(["pid", "ppid", "cmdline", "create_time"])}
+    kids: dict[int, list[int]] = {}
+    for p in procs.values():
+        kids.setdefault(p.info["ppid"] or 0, []).append(p.pid)
+    roots = [pid for pid, p in procs.items() if _side_tokens(p.info["cmdline"] or [], ports)]
+    mine: set[int] = set()
+    for pid in roots:
+        up = pid
+        while up > 1 and up in procs and up not in mine and up != os.getpid():
+            mine.add(up)
+            up = procs[up].info["ppid"] or 0
+        stack = [pid]
+        while stack:
+            for k in kids.get(stack.pop(), []):
+                if k not in mine:
+                    mine.add(k)
+                    stack.append(k)
+    for pid in mine:
+        seen.setdefault(pid, set()).add(procs[pid].info["create_time"] or 0.0)
+
+
+def _was_owned(seen: dict[int, set[float]], pid: int, create_time: float) -> bool:
+    """psutil and the console each compute a start time from boot time and ticks: equal within a tick."""
+    return any(abs(ct - create_time) < 0.5 for ct in seen.get(pid, ()))
+
+
 def soak(d: Path, *, routes: int = 40, n_faults: int = 10, seed: int = 1, route_s: float = 1.0,
          tick_s: float = 0.2, gap_s: tuple[float, float] = (3.0, 8.0), timeout_s: float = 900.0,
          kinds: tuple[str, ...] = FAULT_KINDS, say=print) -> SoakResult:
@@ -150,10 +193,13 @@ def soak(d: Path, *, routes: int = 40, n_faults: int = 10, seed: int = 1, route_
             faults: list[Fault] = []
             high = {s: 0 for s in SIDES}
             lost = 0
+            side_ports = {str(side_info[s]["rpc_port"]) for s in SIDES}
+            owned: dict[int, set[float]] = {}
             pending: list[Fault] = []
             next_at = time.time() + rnd.uniform(*gap_s)
             deadline = time.time() + timeout_s
             while time.time() < deadline:
+                _sides_processes(side_ports, owned)
                 for s in SIDES:
                     n = len(done_records(checkpoint(d, s)))
                     lost = max(lost, high[s] - n)
@@ -193,14 +239,14 @@ def soak(d: Path, *, routes: int = 40, n_faults: int = 10, seed: int = 1, route_
             touched = sum(1 for p in decoys if p.poll() is not None)
             audit_ops: dict[str, int] = {}
             audit_path = d / "state" / "audit.jsonl"
-            side_ports = {str(side_info[s]["rpc_port"]) for s in SIDES}
             for ln in audit_path.read_text().splitlines():
                 a = json.loads(ln)
-                if a.get("outcome") == "done":
-                    audit_ops[a["operation"]] = audit_ops.get(a["operation"], 0) + 1
+                if a.get("outcome") != "done":
+                    continue
+                audit_ops[a["operation"]] = audit_ops.get(a["operation"], 0) + 1
                 for t in a.get("targets") or []:
-                    argv = " ".join(t.get("cmdline") or [])
-                    if a.get("outcome") == "done" and not any(p in argv for p in side_ports):
+                    if not _was_owned(owned, int(t["pid"]), float(t["create_time"])) and not _side_tokens(t.get("cmdline") or [], side_ports):
+                        say(f"  wrongly touched? {a['operation']} {t.get('role')} {t['pid']}: {t.get('cmdline')}")
                         touched += 1
             kinds_seen = sorted({m["title"].split(": ", 2)[1].split(" ")[0] for m in sink.snapshot()
                                  if ": " in m["title"]})

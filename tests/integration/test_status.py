@@ -264,7 +264,10 @@ def test_cadence_polls_of_one_beat_share_a_scan_and_checks_scan_fresh(rig_dir: P
             beat = len(scans)
             await prober.side("A", rpc=True)                                      # `g` / a plan: fresh
             checked = len(scans)
-            await asyncio.sleep(0.3)
+            # The next beat: past BEAT_SHARE_S and in the next whole period of poll_s, as the app wakes it.
+            beat_of = int(time.monotonic() // rig.poll_s)
+            while int(time.monotonic() // rig.poll_s) == beat_of or time.monotonic() - scans[-1] < 0.3:
+                await asyncio.sleep(0.02)
             await asyncio.gather(*(prober.side(s) for s in rig.sides))          # the next beat scans again
             return beat, checked, len(scans)
 
