@@ -98,7 +98,11 @@ class SlurmClient:
         res = await self._run(["scontrol", "requeue", job_id])
         if not res.ok:
             return False, f"scontrol requeue {job_id}: {res.why()}"
-        # A requeued job waits out a begin-time delay before it may start again; release it now.
+        # A requeued job waits out a begin-time delay (cred_expire + 1 s, 121 s by default) before it may
+        # start again; release it now. SLURM sets that delay only when the job is back in PENDING (a job
+        # still completing is requeued when it has completed), and a release sent before then is
+        # overwritten: wait for PENDING first (bounded).
+        await wait_state(self, job_id, frozenset({"PENDING"}), SETTLE_S)
         rel = await self._run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
         return True, f"scontrol requeue {job_id}: ok; release: " + ("ok" if rel.ok else rel.why())
 

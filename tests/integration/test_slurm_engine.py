@@ -197,7 +197,9 @@ def test_job_killed_from_outside_is_requeued_within_the_budget(slurm_env, tmp_pa
         wait_for(lambda: not strays(), 60, "the killed job's in-flight probes ended")
         [outcome] = keep()
         assert outcome.ok, outcome.refused or outcome.detail
-        wait_for(lambda: rerun_up(killed), 300, "the same job RUNNING again, its run restarted on the node")
+        wait_for(lambda: rerun_up(killed), 300, "the same job RUNNING again, its run restarted on the node",
+                 lambda: f"\njob record: {read_job_record(rig, 'A')}\nsides: {running_sides(rig)}"
+                         + slurm_env.job_diag(jid))
         assert slurm_env.job_field(jid, "Restarts") == "1"
         assert slurm_env.job_field(jid, "SubmitTime") != submitted
 

@@ -198,6 +198,12 @@ class Cluster:
                     out.append(f"--- {f}:\n" + f.read_text(errors="replace")[-2000:])
         return ("\n" + "\n".join(out)) if out else ""
 
+    def job_diag(self, job_id: str) -> str:
+        """What a wait on a job reports when it times out: the job, the node and the controller's log."""
+        job = self.run("scontrol", "show", "job", job_id, check=False).stdout
+        node = self.run("scontrol", "show", "node", self.node, check=False).stdout
+        return f"\n--- job:\n{job}\n--- node:\n{node}" + self._diag("slurmctld", "slurmd")
+
     def cancel_all(self) -> None:
         """Cancel every job of this cluster (its own slurmctld: no one else's jobs) and wait until squeue is
         empty and no job step of this node is left."""
