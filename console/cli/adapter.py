@@ -9,6 +9,7 @@ import asyncio
 import sys
 
 from console.cli.exits import EXIT_REFUSED, print_json
+from console.cli.guarded import unknown_side
 from console.cli.tty_confirm import confirm
 from ops.actions.adapter import AdapterEvent, AdapterReport, plan_adapter_poll, poll_adapters
 from ops.model import RigConfig
@@ -54,8 +55,7 @@ async def _run(rig: RigConfig, args) -> AdapterReport:
 
 
 def run(rig: RigConfig, args) -> int:
-    if args.side not in rig.sides:
-        print(f"carla-console: unknown side {args.side!r} (sides: {', '.join(rig.sides)})", file=sys.stderr)
+    if unknown_side(rig, args.side):
         return EXIT_REFUSED
     report = asyncio.run(_run(rig, args))
     if args.json:

@@ -6,9 +6,9 @@ restarted, 1 tried and failed, 3 refused (ALIVE, UNKNOWN, the evaluator running,
 from __future__ import annotations
 
 import asyncio
-import sys
 
-from console.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_REFUSED, print_json
+from console.cli.exits import EXIT_REFUSED, print_json
+from console.cli.guarded import exit_code, unknown_side
 from console.cli.tty_confirm import confirm
 from ops.actions.adapter import plan_adapter_poll
 from ops.actions.guard import Confirmation
@@ -35,8 +35,7 @@ async def _run(rig: RigConfig, args) -> RestartResult:
 
 
 def run(rig: RigConfig, args) -> int:
-    if args.side not in rig.sides:
-        print(f"carla-console: unknown side {args.side!r} (sides: {', '.join(rig.sides)})", file=sys.stderr)
+    if unknown_side(rig, args.side):
         return EXIT_REFUSED
     res = asyncio.run(_run(rig, args))
     if getattr(args, "json", False):
@@ -45,6 +44,4 @@ def run(rig: RigConfig, args) -> int:
         print(f"refused: {res.refused}")
     else:
         print(f"server was {res.verdict}: {res.detail}")
-    if res.refused:
-        return EXIT_REFUSED
-    return EXIT_OK if res.ok else EXIT_FINDING
+    return exit_code(res.refused, res.ok)
