@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 
-class State(str, Enum):
+class StateWord(str, Enum):
+    """A state word: compares and serialises as its text, prints as its text (StrEnum from 3.11 on)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class State(StateWord):
     ALIVE = "ALIVE"
     DEAD = "DEAD"
     UNKNOWN = "UNKNOWN"
@@ -18,20 +25,14 @@ class State(str, Enum):
     # at least T seconds: a measurement (positive evidence), unlike UNKNOWN (ops/probes/server.py).
     HUNG = "HUNG"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Beat(str, Enum):
+class Beat(StateWord):
     """The heartbeat of an evaluator: its log's mtime against stall_s."""
 
     FRESH = "FRESH"
     STALE = "STALE"
     UNKNOWN = "UNKNOWN"
     NOT_STARTED = "NOT_STARTED"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Literal
 
 from ops.actions.audit import Audit
@@ -19,9 +18,10 @@ from ops.actions.guard_jobs import JobControl, JobTarget, act_on_jobs
 from ops.platform.base import Host
 from ops.platform.procs import Proc
 from ops.platform.verbs import signal_if_same
+from ops.tristate import StateWord
 
 
-class Op(str, Enum):
+class Op(StateWord):
     STOP_CHAIN = "stop-chain"          # recovery: stop a hung evaluator chain
     STOP_SERVER = "stop-server"        # recovery: stop a side's server to restart it
     RECLAIM = "reclaim"                # stop an IDLE side's server
@@ -36,9 +36,6 @@ class Op(str, Enum):
     ADOPT = "adopt"                    # a new supervisor for a running evaluator whose harness died
     STOP_RUN = "stop-run"              # the operator stops a side's run (harness first: no new attempt)
     STOP_UNPATCHED = "stop-unpatched"  # an evaluator that started a second server on an external-server side
-
-    def __str__(self) -> str:
-        return self.value
 
 
 UNKNOWN = "UNKNOWN"

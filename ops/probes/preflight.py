@@ -20,27 +20,24 @@ import os
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from enum import Enum
 
 from ops.model import RigConfig, SideConfig
 from ops.platform.base import Host, ScriptUnavailable
 from ops.platform.pinned import python_argv
 from ops.probes.gpuview import GpuRow, GpuView
 from ops.probes.server import server_address
+from ops.tristate import StateWord
 
 SCRIPT = "preflight.py"
 STAGES = ("python", "carla", "modules", "agent", "torch")
 
 
-class Word(str, Enum):
+class Word(StateWord):
     PASS = "PASS"
     WARN = "WARN"
     FAIL = "FAIL"
     UNKNOWN = "UNKNOWN"
     SKIP = "SKIP"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

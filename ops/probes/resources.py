@@ -17,23 +17,20 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 
 from ops.model import RigConfig
 from ops.platform.base import Host
 from ops.platform.local import LocalHost
 from ops.platform.procs import ProcTable
 from ops.probes.gpuview import GpuRow, GpuView, read_gpu_view
+from ops.tristate import StateWord
 
 
-class Level(str, Enum):
+class Level(StateWord):
     OK = "OK"
     WARNING = "WARNING"
     CRITICAL = "CRITICAL"
     UNKNOWN = "UNKNOWN"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 # ---- disk -----------------------------------------------------------------------------------------
