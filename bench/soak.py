@@ -43,6 +43,7 @@ from tests.support.http_sink import HttpSink  # noqa: E402
 
 FAULT_KINDS = ("hang", "crash", "server-crash", "server-hang", "agent-setup")
 SIDES = ("A", "B")
+DONE = ("finished", "gave_up", "refused", "failed")
 
 
 @dataclass
@@ -212,6 +213,8 @@ def soak(d: Path, *, routes: int = 40, n_faults: int = 10, seed: int = 1, route_
                 states = {s: (harness_state(d, s) or {}).get("status") for s in SIDES}
                 if plan and time.time() >= next_at:
                     side, kind = plan[0]
+                    if states[side] in DONE:   # that side is done: the fault lands on one still running
+                        side = next((s for s in SIDES if states[s] not in DONE), side)
                     st = harness_state(d, side) or {}
                     busy = any(f.side == side for f in pending)
                     if states[side] == "running" and not busy and _log_mtime(d, side) > time.time() - 1.5:
@@ -222,9 +225,9 @@ def soak(d: Path, *, routes: int = 40, n_faults: int = 10, seed: int = 1, route_
                         pending.append(f)
                         say(f"  t+{f.at - t0:5.1f}s inject {kind} on {side} (attempt {f.attempt})")
                         next_at = time.time() + rnd.uniform(*gap_s)
-                    elif states[side] in ("finished", "gave_up", "refused", "failed"):
-                        plan.pop(0)   # that side is done: the fault has nowhere to land
-                if all(v in ("finished", "gave_up", "refused", "failed") for v in states.values()) and not pending:
+                    elif states[side] in DONE:
+                        plan.pop(0)   # every side is done: the fault has nowhere to land
+                if all(v in DONE for v in states.values()) and not pending:
                     break
                 time.sleep(0.3)
             statuses = {s: (harness_state(d, s) or {}).get("status") or "?" for s in SIDES}

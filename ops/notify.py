@@ -29,8 +29,8 @@ ACT = {
     "route-retired": "carla-console -c {rig} retired {side}",
     "finished": "carla-console -c {rig} reclaim {side}",
 }
-KINDS = ("stalled", "recovering", "recovered", "server-dead", "server-hung", "server-restarted", "route-retired",
-         "gave-up", "needs-human", "finished", "crashed", "test")
+KINDS = ("stalled", "stall-cleared", "recovering", "recovered", "server-dead", "server-hung", "server-restarted",
+         "route-retired", "gave-up", "needs-human", "finished", "crashed", "test")
 
 
 @dataclass(frozen=True)

@@ -578,6 +578,13 @@ class Harness:
         self.save(supervisor="recovering", detail=f"recovering a stalled evaluator on {route}")
         plan = await recovery_plan(live, side)
         res = await execute_kill(live, plan, self.confirmation())
+        if not res.ok and plan.verdict.get("heartbeat") == "FRESH" and not final:
+            # The log moved between the watch and the plan: the stall ended by itself. The guard has
+            # audited the refusal; nobody needs waking for it.
+            self.stalled_since = None
+            self.save(supervisor="watching")
+            self.event("stall-cleared", "the log moved again before the recovery: nothing stopped", route=route)
+            return
         if not res.ok:
             why = res.step.detail
             self.save(supervisor="needs-human")
