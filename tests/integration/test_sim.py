@@ -40,6 +40,8 @@ def sim(tmp_path_factory):
     rig.up(d, start_evaluators=False, routes=3, route_s=0.3, tick_s=0.05, eval_timeout_s=2)
     layout = SimLayout.of(d)
     sides = json.loads(layout.sides_json.read_text())["sides"]
+    # Both servers book their VRAM a moment after start: settled before any test counts the ledger.
+    assert wait_until(lambda: len(ledger_pids(layout)) == 2, 60), "the rig's two servers never booked VRAM"
     yield layout, sides
     records = all_records(layout)
     rig.down(d)

@@ -107,7 +107,8 @@ def test_a_sim_server_is_one_c_plus_g_process_on_the_nvidia_smi_path(tmp_path) -
         async def settled():
             for _ in range(100):   # the servers book their VRAM a moment after start
                 r = await read_vram(cfg, LocalHost("sim"), 10.0)
-                if r.apps and len(r.apps) == 2:
+                # The GPU line and the process list are two reads: settled when both see both servers.
+                if r.apps and len(r.apps) == 2 and r.gpus and r.gpus[0].used_mb == sum(r.apps.values()):
                     return r
                 await asyncio.sleep(0.1)
             return r

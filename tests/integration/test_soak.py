@@ -16,6 +16,7 @@ def _buffered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
 
 
+@pytest.mark.timeout(600)   # its own bound is timeout_s=400; recoveries take longer on a loaded machine
 def test_short_unattended_soak(tmp_path: Path) -> None:
     res = soak(tmp_path / "sim", routes=10, n_faults=5, seed=7, route_s=0.8, gap_s=(1.0, 3.0), timeout_s=400,
                kinds=("hang", "crash", "server-crash", "server-hang", "agent-setup"))
