@@ -25,6 +25,7 @@ from ops.model import (
     SideConfig,
     SlurmConfig,
     SupervisorConfig,
+    debug_level,
 )
 from ops.platform.bounded import read_regular
 
@@ -291,12 +292,13 @@ def _argv(r: _Reader, node: yaml.Node, key: str) -> tuple[str, ...] | None:
     return r.seq(node, key, str, nonempty=True)
 
 
-def _read_server(r: _Reader, key: str, node: yaml.Node) -> ServerConfig | None:
+def _read_server(r: _Reader, key: str, node: yaml.Node, seen: dict[str, Any] | None = None) -> ServerConfig | None:
+    """`seen` receives every field that parsed, even when another did not (the cross-checks use them)."""
     n_issues = len(r.issues)
     m = r.mapping(node, key, _SERVER_KEYS)
     if m is None:
         return None
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = seen if seen is not None else {}
     kw["host"] = r.scalar(m["host"], f"{key}.host", str) if "host" in m else None
     kw["command"] = _argv(r, m["command"], f"{key}.command") if "command" in m else None
     if kw["command"]:
@@ -416,12 +418,14 @@ def _env_problem(name: str, value: str) -> str | None:
     return None
 
 
-def _read_evaluator(r: _Reader, key: str, node: yaml.Node, base: Path) -> EvaluatorConfig | None:
+def _read_evaluator(r: _Reader, key: str, node: yaml.Node, base: Path,
+                    seen: dict[str, Any] | None = None) -> EvaluatorConfig | None:
+    """`seen` receives every field that parsed, even when another did not (the cross-checks use them)."""
     n_issues = len(r.issues)
     m = r.mapping(node, key, _EVAL_KEYS)
     if m is None:
         return None
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = seen if seen is not None else {}
     for k in ("host", "conda_env", "cwd", "script", "routes", "checkpoint", "log"):
         if k in m:
             kw[k] = r.scalar(m[k], f"{key}.{k}", str, check=lambda v: None if v.strip() else "must not be empty")
@@ -474,13 +478,55 @@ def _read_resources(r: _Reader, node: yaml.Node) -> ResourcesConfig | None:
     return res
 
 
-def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig | None:
+@dataclass(frozen=True)
+class _SideFacts:
+    """What parsed of one side's hosts and ports, for the checks that span sides. A side with a type error
+    elsewhere keeps its place in them, so one run of check-config reports its undefined host, TM collision
+    or port overlap beside the type error (None: that field did not parse, its checks are skipped)."""
+
+    server_host: str | None = None
+    evaluator_host: str | None = None
+    rpc_port: int | None = None
+    tm_port: int | None = None
+    adapter: int | None = None
+    managed_by_evaluator: bool = False
+    debug_level: int = 0
+    debug_run: bool = False
+
+    @classmethod
+    def of(cls, server: dict[str, Any], evaluator: dict[str, Any]) -> _SideFacts:
+        # An absent tm_port is the model's default (8000, the usual collision); a present one that did not
+        # parse is None in `evaluator`, hence unknown here.
+        tm = evaluator["tm_port"] if "tm_port" in evaluator else EvaluatorConfig.tm_port
+        args = evaluator.get("args") or ()
+        return cls(server_host=server.get("host"), evaluator_host=evaluator.get("host"),
+                   rpc_port=server.get("rpc_port"), tm_port=tm, adapter=server.get("adapter"),
+                   managed_by_evaluator=bool(server.get("managed_by_evaluator")),
+                   debug_level=debug_level(args), debug_run=bool(evaluator.get("debug_run")))
+
+    @property
+    def server_ports(self) -> tuple[int, ...]:
+        return () if self.rpc_port is None else (self.rpc_port, self.rpc_port + 1, self.rpc_port + 2)
+
+    @property
+    def planned_ports(self) -> tuple[int, ...]:
+        return (*self.server_ports, *(() if self.tm_port is None else (self.tm_port,)))
+
+
+def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path,
+               facts: dict[str, _SideFacts] | None = None) -> SideConfig | None:
+    """`facts[name]` receives what parsed of the side's hosts and ports, even when the side did not."""
     key = f"sides.{name}"
     m = r.mapping(node, key, _SIDE_KEYS)
     if m is None:
         return None
-    server = _read_server(r, f"{key}.server", m["server"]) if "server" in m else None
-    evaluator = _read_evaluator(r, f"{key}.evaluator", m["evaluator"], base) if "evaluator" in m else None
+    server_seen: dict[str, Any] = {}
+    evaluator_seen: dict[str, Any] = {}
+    server = _read_server(r, f"{key}.server", m["server"], server_seen) if "server" in m else None
+    evaluator = (_read_evaluator(r, f"{key}.evaluator", m["evaluator"], base, evaluator_seen)
+                 if "evaluator" in m else None)
+    if facts is not None:
+        facts[name] = _SideFacts.of(server_seen, evaluator_seen)
     heartbeat = HeartbeatConfig()
     if "heartbeat" in m:
         hm = r.mapping(m["heartbeat"], f"{key}.heartbeat", {"stall_s": False})
@@ -496,10 +542,8 @@ def _read_side(r: _Reader, name: str, node: yaml.Node, base: Path) -> SideConfig
     budget = None
     if "vram_budget_mb" in m:
         budget = r.scalar(m["vram_budget_mb"], f"{key}.vram_budget_mb", int, check=_within("vram_budget_mb"))
-        if budget is None:
-            return None
     supervisor = _read_supervisor(r, f"{key}.supervisor", m["supervisor"]) if "supervisor" in m else SupervisorConfig()
-    if server is None or evaluator is None or supervisor is None:
+    if server is None or evaluator is None or supervisor is None or ("vram_budget_mb" in m and budget is None):
         return None
     return SideConfig(name=name, server=server, evaluator=evaluator, heartbeat=heartbeat,
                       expect_wall_game_min=floor, vram_budget_mb=budget, supervisor=supervisor)
@@ -525,22 +569,31 @@ def _read_supervisor(r: _Reader, key: str, node: yaml.Node) -> SupervisorConfig 
     return SupervisorConfig(**kw)
 
 
-def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str, SideConfig],
+def _host_known(r: _Reader, rig_hosts: dict[str, HostConfig], host: str) -> bool:
+    """Defined, or defined with an error of its own (already reported: no second error for its users)."""
+    return host in rig_hosts or any(i.key == f"hosts.{host}" or i.key.startswith(f"hosts.{host}.")
+                                    for i in r.issues)
+
+
+def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str, _SideFacts],
                   nodes: dict[str, yaml.Node]) -> list[str]:
-    """Checks that span sides: ports, TM ports, hosts. Returns warnings (not errors)."""
+    """Checks that span sides: ports, TM ports, hosts. Returns warnings (not errors).
+
+    They run on what parsed of every side (`_SideFacts`), a side with errors elsewhere included, and skip
+    only the fields that did not parse: all errors of a file in one run."""
     warnings: list[str] = []
     for name, side in sides.items():
         snode = nodes[name]
-        for role, host in (("server", side.server.host), ("evaluator", side.evaluator.host)):
-            if host not in rig_hosts and not any(i.key.startswith(f"hosts.{host}") for i in r.issues):
+        for role, host in (("server", side.server_host), ("evaluator", side.evaluator_host)):
+            if host is not None and not _host_known(r, rig_hosts, host):
                 known = ", ".join(sorted(rig_hosts)) or "none"
                 r.err(_child(snode, role, "host"), f"sides.{name}.{role}.host",
                       f"host {host!r} is not defined under hosts (defined: {known})")
-        if side.evaluator.tm_port in side.server.ports:
+        if side.tm_port is not None and side.tm_port in side.server_ports:
             r.err(_child(snode, "evaluator", "tm_port"), f"sides.{name}.evaluator.tm_port",
-                  f"TM port {side.evaluator.tm_port} collides with this side's server ports {list(side.server.ports)}")
+                  f"TM port {side.tm_port} collides with this side's server ports {list(side.server_ports)}")
     for name, side in sides.items():
-        if side.debug_level >= 1 and side.evaluator.debug_run:
+        if side.debug_level >= 1 and side.debug_run:
             warnings.append(f"side {name} is a DEBUGGING run (--debug {side.debug_level}, evaluator.debug_run): "
                             "the route is drawn into the camera images; its scores are not the benchmark's")
         elif side.debug_level >= 1:
@@ -550,9 +603,9 @@ def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str,
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             sa, sb = sides[a], sides[b]
-            if sa.evaluator.tm_port == sb.evaluator.tm_port:
+            if sa.tm_port is not None and sa.tm_port == sb.tm_port:
                 r.err(_child(nodes[b], "evaluator", "tm_port") or nodes[b], f"sides.{b}.evaluator.tm_port",
-                      f"TM port {sb.evaluator.tm_port} is also side {a}'s TM port: two TrafficManagers on one port "
+                      f"TM port {sb.tm_port} is also side {a}'s TM port: two TrafficManagers on one port "
                       "collide silently (the default 8000 is the usual trap); give each side its own")
             else:
                 # Conservative on purpose: even on different hosts, one port plan per rig keeps the
@@ -562,14 +615,14 @@ def _cross_checks(r: _Reader, rig_hosts: dict[str, HostConfig], sides: dict[str,
                     r.err(_child(nodes[b], "server", "rpc_port") or nodes[b], f"sides.{b}.server.rpc_port",
                           f"ports {shared} of side {b} (server N, N+1, N+2 and TM {list(sb.planned_ports)}) "
                           f"overlap side {a}'s {list(sa.planned_ports)}")
-            if (sa.server.host == sb.server.host
-                    and (sa.server.managed_by_evaluator or sb.server.managed_by_evaluator)):
+            if (sa.server_host is not None and sa.server_host == sb.server_host
+                    and (sa.managed_by_evaluator or sb.managed_by_evaluator)):
                 # What Bench2Drive 0.0.4 really does (design.md §4): its crash cleanup `ps -ef | grep
                 # '-graphicsadapter=K' | ... kill -9` is a no-op (GNU grep reads -g as an option); its atexit
                 # kills only its own server's process group. The cross-side killer is tools/clean_carla.sh.
-                same_adapter = (f" (both on -graphicsadapter={sa.server.adapter})"
-                                if sa.server.adapter is not None and sa.server.adapter == sb.server.adapter else "")
-                warnings.append(f"sides {a} and {b} have servers on host {sa.server.host}{same_adapter} and an evaluator "
+                same_adapter = (f" (both on -graphicsadapter={sa.adapter})"
+                                if sa.adapter is not None and sa.adapter == sb.adapter else "")
+                warnings.append(f"sides {a} and {b} have servers on host {sa.server_host}{same_adapter} and an evaluator "
                                 "manages its own server: Bench2Drive's crash cleanup (grep '-graphicsadapter=K' "
                                 "| kill) is a no-op and its atexit kills only its own server group, but "
                                 "tools/clean_carla.sh (`killall -9 -r CarlaUE4-Linux` and kills of every "
@@ -607,7 +660,7 @@ def _read_slurm(r: _Reader, node: yaml.Node, base: Path, hosts: dict[str, HostCo
                 r.err(m["sbatch_args"], f"slurm.sbatch_args[{i}]", f"{tok!r} is set by the console (the job's "
                       "name, output, array and script are its own); remove it")
     host = kw.get("host") or "local"
-    if host not in hosts:
+    if not ("host" in m and kw["host"] is None) and not _host_known(r, hosts, host):
         r.err(m.get("host") or node, "slurm.host", f"host {host!r} is not defined under hosts (the submit host "
               f"runs sbatch/squeue; defined: {', '.join(sorted(hosts)) or 'none'})")
     if len(r.issues) > n_issues:
@@ -728,6 +781,7 @@ def _parse_config(text: str, file: str) -> RigConfig:
             if h is not None:
                 rig_hosts[hname] = h
     sides: dict[str, SideConfig] = {}
+    side_facts: dict[str, _SideFacts] = {}
     side_nodes: dict[str, yaml.Node] = {}
     if "sides" in top:
         entries = r.names(top["sides"], "sides")
@@ -735,7 +789,7 @@ def _parse_config(text: str, file: str) -> RigConfig:
             r.err(top["sides"], "sides", "a rig needs at least one side")
         for sname, _k, snode in entries:
             side_nodes[sname] = snode
-            s = _read_side(r, sname, snode, base)
+            s = _read_side(r, sname, snode, base, side_facts)
             if s is not None:
                 sides[sname] = s
     engine = r.scalar(top["engine"], "engine", str, check=lambda v: None if v in ENGINES else
@@ -747,7 +801,7 @@ def _parse_config(text: str, file: str) -> RigConfig:
         r.err(top.get("name") or root, "name", "a SLURM rig's name goes into its job names: letters, digits, "
               "'-' and '_' only")
     # Cross-checks run on whatever parsed, so one pass reports a bad port and a missing host together.
-    warnings = _cross_checks(r, rig_hosts, sides, side_nodes)
+    warnings = _cross_checks(r, rig_hosts, side_facts, side_nodes)
     if r.issues:
         raise ConfigError(r.issues)
     return RigConfig(path=str(Path(file).expanduser().resolve()) if not file.startswith("<") else file,

@@ -93,6 +93,17 @@ class SupervisorConfig:
     bell: bool = True                   # the TUI rings the terminal bell when this side needs a human
 
 
+def debug_level(args: tuple[tuple[str, str], ...]) -> int:
+    """The evaluator's --debug among its extra args (0 when absent or not a number)."""
+    for key, value in args:
+        if key == "debug":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
 @dataclass(frozen=True)
 class SideConfig:
     name: str
@@ -105,13 +116,7 @@ class SideConfig:
     @property
     def debug_level(self) -> int:
         """The evaluator's --debug from the config's args (0 when absent or not a number)."""
-        for key, value in self.evaluator.args:
-            if key == "debug":
-                try:
-                    return int(value)
-                except ValueError:
-                    return 0
-        return 0
+        return debug_level(self.evaluator.args)
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     @property

@@ -160,3 +160,46 @@ def test_shared_adapter_warning_when_evaluator_manages_server(tmp_path, capsys) 
     # Different adapters change nothing: clean_carla.sh does not look at the adapter.
     f.write_text(text.replace("rpc_port: 2041\n      adapter: 0", "rpc_port: 2041\n      adapter: 1"))
     assert any("clean_carla.sh" in w for w in load_config(f).warnings)
+
+
+def test_a_side_with_type_errors_keeps_its_cross_errors_in_the_same_run(tmp_path, capsys) -> None:
+    """One run of check-config lists a side's type errors AND its undefined host, TM collision and port
+    overlap (a side that failed to parse used to drop out of the cross-checks: a second, third round)."""
+    text = _with("vram_min_delta_mb: 4096", "vram_min_delta_mb: lots")             # ue4: a type error
+    text = text.replace("rpc_port: 2041", "rpc_port: 2033\n      start_wait_s: soon")  # ue5: overlap + type error
+    text = text.replace("      max_attempts: 3\n", "      max_attempts: many\n")      # ue4: a second type error
+    ue5 = text.index("  ue5:")
+    head, tail = text[:ue5], text[ue5:]
+    tail = tail.replace("host: win", "host: winn", 1).replace("tm_port: 8020", "tm_port: 2034")
+    text = head + tail
+    f = tmp_path / "rig.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(f)
+    got = {(i.key, i.line) for i in err.value.issues}
+    second = text.index("  ue5:")
+    ue5_line = text[:second].count("\n")
+    want = {
+        ("sides.ue4.server.vram_min_delta_mb", line_of(text, "lots")),
+        ("sides.ue4.evaluator.max_attempts", line_of(text, "many")),
+        ("sides.ue5.server.start_wait_s", line_of(text, "soon")),
+        ("sides.ue5.server.host", line_of(text, "host: winn")),
+        ("sides.ue5.evaluator.tm_port", line_of(text, "tm_port: 2034")),   # inside its own server's 2033..2035
+        ("sides.ue5.server.rpc_port", line_of(text, "rpc_port: 2033")),   # overlaps ue4's 2031..2033
+    }
+    assert want <= got, sorted(got)
+    assert all(line > ue5_line for key, line in got if key.startswith("sides.ue5"))
+    assert main(["-c", str(f), "check-config"]) == 2
+    err_text = capsys.readouterr().err
+    for key, line in want:
+        assert f"{f}:{line}: {key}: " in err_text, (key, err_text)
+    assert "Traceback" not in err_text
+
+
+def test_a_host_with_an_error_is_not_also_undefined_for_its_users(tmp_path) -> None:
+    text = _with("wsl: {type: local, os: linux}", "wsl: {type: local, os: linux, memory_floor_mb: lots}")
+    f = tmp_path / "rig.yaml"
+    f.write_text(text + "engine: slurm\nslurm: {host: wsl}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(f)
+    assert [i.key for i in err.value.issues] == ["hosts.wsl.memory_floor_mb"], [str(i) for i in err.value.issues]
