@@ -29,6 +29,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from console.tui import story
+from console.tui.audit_fold import AuditFold
 from console.tui.protocol import ActionResult, Backend, Unavailable
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.detail import DetailScreen
@@ -107,6 +108,7 @@ class ConsoleApp(App[int]):
         self._arrived: dict[str, SideSnapshot] = {}    # snapshots held for one compositor pass
         self._show_timer: Any = None
         self._audit_seen = 0
+        self._audit_fold = AuditFold()
         self._action_busy = False
         self._executing = False      # a confirmed destructive step is being carried out
         self.exit_reason = "quit"
@@ -332,8 +334,6 @@ class ConsoleApp(App[int]):
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
         prev = before = self.snaps.get(snap.name)
-        if before is not None and before.lifecycle is not snap.lifecycle:
-            self.note(f"{snap.name}: {before.lifecycle.value} → {snap.lifecycle.value} ({snap.life.reason})")
         h, was = snap.evaluator.harness, before.evaluator.harness if before is not None else None
         if (h is not None and h.supervisor == "needs-human" and (was is None or was.supervisor != "needs-human")
                 and snap.side.supervisor.bell):
@@ -399,16 +399,23 @@ class ConsoleApp(App[int]):
 
     # ----- event log ------------------------------------------------------------------------------
     def feed_audit(self, first: bool = False) -> None:
+        """New audit records to the event log, one line per operation (console/tui/audit_fold.py)."""
         records = self.backend.audit()
-        if records is None:
+        new: list[dict[str, Any]] = []
+        if records is not None:
+            if len(records) < self._audit_seen:      # the file was rotated or replaced: start over
+                self._audit_seen = 0
+                self._audit_fold.reset()
+            start = max(self._audit_seen, len(records) - AUDIT_SHOWN) if first else self._audit_seen
+            new = records[start:]
+            self._audit_seen = len(records)
+        elif not self._audit_fold.pending:
             return
-        log = self.main.query_one(EventLog)
-        if len(records) < self._audit_seen:      # the file was rotated or replaced: start over
-            self._audit_seen = 0
-        start = max(self._audit_seen, len(records) - AUDIT_SHOWN) if first else self._audit_seen
-        for rec in records[start:]:
-            log.add_audit(rec)
-        self._audit_seen = len(records)
+        shown = self._audit_fold.lines(new, time.time(), backlog=first)
+        if shown:
+            log = self.main.query_one(EventLog)
+            for rec in shown:
+                log.add_audit(rec)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -422,6 +429,10 @@ class ConsoleApp(App[int]):
 
     def note(self, text: str) -> None:
         self.main.query_one(EventLog).add_note(text)
+
+    def progress(self, text: str) -> None:
+        """How an action is getting on: shown while it runs (title row), not a line of the story."""
+        self.notify(text, timeout=4)
 
     # ----- actions ----------------------------------------------------------------------------------
     def unavailable(self, action: str, why: str) -> None:
@@ -546,7 +557,8 @@ class ConsoleApp(App[int]):
         self.notify(f"{label} on {side}: running…", timeout=3)
         self._executing = True
         try:
-            out: ActionResult = await self.backend.execute(action, res.plan, res.confirmation, self.note)
+            # Progress goes to the title row: the operation's one event-log line is its audit record.
+            out: ActionResult = await self.backend.execute(action, res.plan, res.confirmation, self.progress)
         except Unavailable as e:
             self.unavailable(action, str(e))
             return

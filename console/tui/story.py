@@ -61,11 +61,24 @@ def changes(prev: SideSnapshot | None, new: SideSnapshot, *, read_only: bool = F
         else:
             what = "no log yet"
         out.append(Change(side, nb.beat.value, f"heartbeat {nb.beat.value}: {what} (was {pb.beat.value})"))
-    out += _evaluator_changes(prev, new)
+    out += _with_lifecycle(prev, new, _evaluator_changes(prev, new))
     if new.idle and not prev.idle:
         out.append(Change(side, "IDLE", "server renders for nobody: its evaluator is gone"
                           + ("" if read_only else " (x reclaims)")))
     return out
+
+
+def _with_lifecycle(prev: SideSnapshot, new: SideSnapshot, lines: list[Change]) -> list[Change]:
+    """A lifecycle move (RUNNING → STARTING ...) is the same change as the evaluator's line beside it: it
+    rides on that line; it gets a line of its own only when nothing else said it."""
+    pl, nl = prev.lifecycle, new.lifecycle
+    if pl is nl:
+        return lines
+    move = f"{pl.value} → {nl.value}"
+    if lines:
+        last = lines[-1]
+        return [*lines[:-1], Change(last.side, last.word, f"{last.text} [{move}]")]
+    return [Change(new.name, nl.value, f"{move}: {new.life.reason}")]
 
 
 def _exits(prev: SideSnapshot, new: SideSnapshot) -> list[AttemptRecord]:

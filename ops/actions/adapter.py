@@ -232,7 +232,9 @@ class _Poller:
             await self.emit("verdict", k, f"{t.verdict}: {t.detail}")
             if t.verdict == ACCEPTED:
                 self.record = str(self.save(t))
-                return True, f"adapter {k} accepted: {t.detail}"
+                # The polling's audit result is its one event-log line: it names the tries before it too.
+                before = ", ".join(f"{x.adapter} {x.verdict}" for x in self.tries[:-1])
+                return True, f"adapter {k} accepted: {t.detail}" + (f" (tried before: {before})" if before else "")
             if t.verdict in STOPS_POLLING:
                 self.stopped_on = t.verdict
                 return False, f"stopped at adapter {k}: {t.verdict}: {t.detail}"

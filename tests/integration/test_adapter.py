@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from console.cli.main import main
+from console.tui.audit_fold import AuditFold
 from ops.actions.adapter import ACCEPTED, CRASHED, NO_RISE, VRAM_UNKNOWN, poll_adapters
 from ops.actions.guard import Confirmation
 from ops.config import load_config
@@ -22,6 +24,7 @@ from ops.probes.server import rpc_marker
 from ops.rig import open_rig
 from sim import rig as sim
 from sim.layout import SimLayout
+from widgets.event_log import audit_text
 
 
 def _configure(rig_yaml: Path, side: str, candidates: list[int], start_wait_s: float = 1.5) -> None:
@@ -84,6 +87,10 @@ def test_candidates_2_0_1_pick_0(capsys, rig_dir, dead_b) -> None:
     ops = [(a["operation"], a["outcome"]) for a in audit(rig_dir)[n_audit:]]
     assert ops == [("adapter-launch", "launched"), ("adapter-try", CRASHED),
                    ("adapter-launch", "launched"), ("adapter-try", ACCEPTED), ("adapter-poll", "done")]
+    # The event log shows the accepted polling as ONE timed line, naming the try before it (issue 17).
+    (line,) = AuditFold().lines(audit(rig_dir)[n_audit:], time.time())
+    text = audit_text(line).plain
+    assert "B adapter-poll done" in text and "adapter 0 accepted" in text and "2 crashed" in text, text
 
 
 def test_idle_adapter_is_stopped_and_none_found(capsys, rig_dir, dead_b) -> None:
@@ -101,6 +108,9 @@ def test_idle_adapter_is_stopped_and_none_found(capsys, rig_dir, dead_b) -> None
     assert [a["outcome"] for a in stop] == ["started", "done"]
     stop = stop[1:]
     assert [x["pid"] for x in stop[0]["targets"]][0] == t["pid"]          # the launcher first (outer → inner)
+    # In the event log: one line for the stop of the launch, one for the polling's result.
+    shown = AuditFold().lines(audit(rig_dir)[n_audit:], time.time())
+    assert [(a["operation"], a["outcome"]) for a in shown] == [("stop-own-launch", "done"), ("adapter-poll", "failed")]
 
 
 @pytest.mark.parametrize("mode", ["na", "fail"])
