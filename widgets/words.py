@@ -20,7 +20,7 @@ WORD_STYLE: dict[str, str] = {
     "UNKNOWN": "bold yellow", "NOT_STARTED": "yellow", "IDLE": "bold magenta", "restarting": "yellow", "starting": "yellow",
     "finished": "cyan", "absent": "dim", "stopped": "yellow",
     "done": "bold green", "incomplete": "bold red", "error": "bold red", "cancelled": "yellow",
-    "NONE": "green", "READ": "green", "OURS": "green", "ABSENT": "green",
+    "NONE": "green", "READ": "green", "OURS": "green", "ABSENT": "green", "needs a human": "bold red",
 }
 
 

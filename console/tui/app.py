@@ -334,11 +334,8 @@ class ConsoleApp(App[int]):
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
         prev = before = self.snaps.get(snap.name)
-        h, was = snap.evaluator.harness, before.evaluator.harness if before is not None else None
-        if (h is not None and h.supervisor == "needs-human" and (was is None or was.supervisor != "needs-human")
-                and snap.side.supervisor.bell):
-            self.bell()   # a side needs a human: the terminal rings (supervisor.bell)
-            self.note(f"{snap.name}: the supervisor needs a human: {h.detail}")
+        if story.needs_human(before, snap) and snap.side.supervisor.bell:
+            self.bell()   # a side needs a human: the terminal rings (supervisor.bell); the story says why
         self.snaps[snap.name] = snap
         log = self.main.query_one(EventLog)
         for change in story.changes(prev, snap, read_only=self.read_only):

@@ -35,7 +35,24 @@ def first_look(s: SideSnapshot) -> Change:
     text = (f"first look: server {s.server.verdict.state.value}, heartbeat {s.heartbeat.beat.value}, "
             f"evaluator {e.verdict.state.value} {e.phase}"
             + (f" attempt {attempt}/{s.side.evaluator.max_attempts}" if attempt else "") + f", {_progress(s)}")
+    if needs_human(None, s):
+        text += f"; the supervisor needs a human: {_human_why(s)}"
     return Change(s.name, "", text)
+
+
+def needs_human(prev: SideSnapshot | None, new: SideSnapshot) -> bool:
+    """The side's supervisor has just asked for a human (an UNKNOWN verdict, a refusal): the moment the
+    event log says so and the terminal bell rings (supervisor.bell)."""
+    h = new.evaluator.harness
+    if h is None or h.supervisor != "needs-human":
+        return False
+    was = prev.evaluator.harness if prev is not None else None
+    return was is None or was.supervisor != "needs-human" or was.pid != h.pid
+
+
+def _human_why(s: SideSnapshot) -> str:
+    h = s.evaluator.harness
+    return (h.detail if h is not None and h.detail else "no detail") + " (g re-probes; r, h, l act)"
 
 
 def changes(prev: SideSnapshot | None, new: SideSnapshot, *, read_only: bool = False) -> list[Change]:
@@ -62,6 +79,8 @@ def changes(prev: SideSnapshot | None, new: SideSnapshot, *, read_only: bool = F
             what = "no log yet"
         out.append(Change(side, nb.beat.value, f"heartbeat {nb.beat.value}: {what} (was {pb.beat.value})"))
     out += _with_lifecycle(prev, new, _evaluator_changes(prev, new))
+    if needs_human(prev, new):
+        out.append(Change(side, "needs a human", f"needs a human: the supervisor asks: {_human_why(new)}"))
     if new.idle and not prev.idle:
         out.append(Change(side, "IDLE", "server renders for nobody: its evaluator is gone"
                           + ("" if read_only else " (x reclaims)")))
