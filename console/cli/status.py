@@ -1,9 +1,12 @@
 """`status [--json]`: one snapshot of every side, as an aligned table or JSON (design.md §3)."""
 from __future__ import annotations
 
+import time
+
 from console.cli.exits import EXIT_OK, print_json
 from ops.model import RigConfig
 from ops.probes.resources import resources_now
+from ops.probes.supervised_server import with_supervisor_measure
 from ops.results import live as results_lines
 from ops.rig import open_rig
 
@@ -16,6 +19,9 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
             obs = await engine_for(rig, live.hosts).observe(live)
             jobs = {s: r.to_json() for s, r in obs.runs.items()}
         snaps = await live.prober.all(rpc=rpc)
+        # One probe cannot measure HUNG (K probes over T s): show what the side's supervisor measured.
+        now = time.time()
+        snaps = {n: with_supervisor_measure(s, now) for n, s in snaps.items()}
         res = await resources_now(live, snaps)
     rig_eta = results_lines.rig_eta_json(snaps)
     if as_json:
@@ -67,4 +73,8 @@ async def run(rig: RigConfig, as_json: bool, rpc: bool = True) -> int:
                   "TrafficManager holds it)")
         if s.server.verdict.state.value == "UNKNOWN":
             print(f"{name}: server UNKNOWN — {s.server.verdict.summary}")
+        elif s.server.verdict.state.value == "HUNG":
+            print(f"{name}: server HUNG — {s.server.verdict.summary}")
+            for ev in s.server.verdict.evidence[:1]:
+                print(f"{name}:   {ev.detail}")
     return EXIT_OK

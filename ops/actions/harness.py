@@ -47,6 +47,7 @@ from ops.platform.procs import read_proc
 from ops.platform.verbs import process_table
 from ops.probes.chain import is_evaluator_of
 from ops.probes.harness_state import AttemptRecord, HarnessState, HarnessStatus, SupervisorState, side_dir, write_state
+from ops.probes.server import ServerMeasure
 from ops.results.fake_success import EVENT_KIND as FAKE_SUCCESS
 from ops.rig import LiveRig, open_rig
 from ops.tristate import Beat, State
@@ -315,8 +316,14 @@ class Harness:
         (UNKNOWN: wait and measure again), 'refuse' (nothing to do here), or an exit code."""
         from ops.actions.restart_server import measure_server, restart_server
         side = self.state.side
-        if server == "UNKNOWN":
-            snap = await measure_server(live, side)     # K probes over T: a hang is a measurement
+        measured = None
+        if server in ("UNKNOWN", "HUNG"):
+            # K probes over T: a hang is a measurement. Kept in the state, so a one-shot `status` (which
+            # cannot make it) shows HUNG with this evidence and its age; a HUNG plan is measured again too.
+            measured = await measure_server(live, side)
+            self.state.server_measure = ServerMeasure.of(measured.server, live.prober.silence(side), time.time())
+            self.save()
+            snap = measured
             if snap.server.verdict.state is State.UNKNOWN:
                 self.wake("server-unknown", f"server UNKNOWN ({snap.server.verdict.summary}): the supervisor "
                           f"cannot measure it, so it does nothing; act with `carla-console -c {self.rig.path} "
@@ -342,7 +349,7 @@ class Harness:
             if server == "DEAD":
                 ok, detail = await start_server(live, side, Confirmation(True, "harness", typed=side))
             else:
-                res = await restart_server(live, side, self.confirmation())
+                res = await restart_server(live, side, self.confirmation(), snap=measured)
                 ok, detail = res.ok, res.detail
             self.save()
             if ok:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from ops.model import RigConfig
 from ops.platform import atomic
 from ops.platform.bounded import read_regular
+from ops.probes.server import ServerMeasure
 
 HarnessStatus = Literal["starting", "running", "resuming", "finished", "failed", "gave_up", "stopped", "refused"]
 SupervisorState = Literal["watching", "recovering", "restarting-server", "waiting", "needs-human", "gave-up", "done"]
@@ -56,6 +57,8 @@ class HarnessState:
     server_restarts: list[float] = field(default_factory=list)
     retired: list[str] = field(default_factory=list)
     unsaved: str | None = None   # set while the state dir refuses writes: the supervisor works from memory
+    # Its last measurement of the side's server (HUNG takes K probes over T s: `status` shows this one).
+    server_measure: ServerMeasure | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -141,6 +144,9 @@ def parse_state(data: Any) -> HarnessState:
     kw = _build(HarnessState, data, "harness.json")
     kw["attempts"] = [AttemptRecord(**_build(AttemptRecord, a, f"harness.json.attempts[{i}]"))
                       for i, a in enumerate(kw.get("attempts", []))]
+    if kw.get("server_measure") is not None:
+        kw["server_measure"] = ServerMeasure(**_build(ServerMeasure, kw["server_measure"],
+                                                      "harness.json.server_measure"))
     return HarnessState(**kw)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -105,6 +105,11 @@ class SideSnapshot:
             "server": {"state": s.verdict.state.value, "summary": s.verdict.summary,
                        "evidence": [ev.line() for ev in s.verdict.evidence], "pid": s.pid,
                        "create_time": s.create_time, "adapter": s.adapter, "version": s.version,
+                       # HUNG needs K probes over T s: a one-shot reading shows the supervisor's, with its age.
+                       "measured_by": "supervisor" if s.supervisor_measure is not None else "this probe",
+                       "supervisor_measure": (None if s.supervisor_measure is None else
+                                              {**asdict(s.supervisor_measure),
+                                               "age_s": round(s.supervisor_age_s or 0.0, 1)}),
                        "adapter_record": self.adapter_record,
                        "host": self.side.server.host,
                        "ports": {"rpc": self.side.server.rpc_port, "streaming": self.side.server.rpc_port + 1,
@@ -376,8 +381,7 @@ class Prober:
             ev = server.verdict.evidence + (Evidence("last rpc answer", True,
                                                      detail=f"rpc {last[1].version} {age:.0f} s ago"),)
             verdict = Verdict(State.ALIVE, ev, f"rpc {last[1].version} ({age:.0f} s ago)")
-            return ServerProbe(verdict, server.pid, server.create_time, server.adapter, server.procs,
-                               last[1].version, last[0])
+            return replace(server, verdict=verdict, version=last[1].version, rpc_at=last[0])
         return server
 
     def _hung(self, name: str, server: ServerProbe, probed: bool) -> ServerProbe:

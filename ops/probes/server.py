@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from ops.model import RigConfig, SideConfig
 from ops.platform.base import Host, ScriptUnavailable
@@ -112,6 +113,10 @@ class ServerProbe:
     version: str | None = None
     rpc_at: float | None = None
     silent: bool = False      # this probe's RPC call went unanswered while the port accepted (one count)
+    port_open: bool | None = None   # this probe's TCP check of the rpc port (None: not made, or no answer)
+    # Set when the verdict is the supervisor's HUNG, not this probe's own (ops/probes/supervised_server.py).
+    supervisor_measure: ServerMeasure | None = None
+    supervisor_age_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,35 @@ def hung_verdict(probe: ServerProbe, silence: Silence | None, probes: int, over_
         f"{silence.count} consecutive rpc probes unanswered over {span:.0f} s (HUNG at {probes} over "
         f"{over_s:.0f} s) by pid {silence.pid}")),)
     verdict = Verdict(State.HUNG, ev, f"process and port up, rpc silent in {silence.count} probes over {span:.0f} s")
-    return ServerProbe(verdict, probe.pid, probe.create_time, probe.adapter, probe.procs, None, None, probe.silent)
+    return replace(probe, verdict=verdict, version=None, rpc_at=None)
+
+
+MeasuredState = Literal["ALIVE", "DEAD", "UNKNOWN", "HUNG"]
+
+
+@dataclass(frozen=True)
+class ServerMeasure:
+    """A supervisor's measurement of its side's server (forced rpc probes, K of them over T s for HUNG), kept
+    in harness.json: a one-shot `status` cannot measure HUNG itself, so it shows this one, with its age,
+    while the same process still holds its port (ops/probes/supervised_server.py)."""
+
+    state: MeasuredState
+    summary: str
+    pid: int | None
+    create_time: float | None
+    silent_probes: int            # consecutive unanswered rpc probes of that process (0: none)
+    silent_since: float | None    # the first of them
+    silent_last: float | None     # the last of them
+    at: float                     # when the supervisor measured
+    evidence: list[str]
+
+    @classmethod
+    def of(cls, probe: ServerProbe, silence: Silence | None, now: float) -> ServerMeasure:
+        same = silence is not None and (silence.pid, silence.create_time) == (probe.pid, probe.create_time)
+        return cls(probe.verdict.state.value, probe.verdict.summary, probe.pid, probe.create_time,
+                   silence.count if same and silence else 0, silence.first_at if same and silence else None,
+                   silence.last_at if same and silence else None, now,
+                   [e.line() for e in probe.verdict.evidence])
 
 
 def decide(table: ProcTable, procs: list[Proc], tcp: TcpCheck, rpc: RpcCheck | None, port: int) -> Verdict:
@@ -216,7 +249,7 @@ async def probe_server(rig: RigConfig, side: SideConfig, hosts: dict[str, Host],
                        create_time=main.create_time if main else None, adapter=adapter_of(main),
                        procs=tuple(procs), version=rpc.version if rpc else None,
                        rpc_at=time.time() if rpc and rpc.version else None,
-                       silent=bool(rpc is not None and rpc.silent and tcp.open is True))
+                       silent=bool(rpc is not None and rpc.silent and tcp.open is True), port_open=tcp.open)
 
 
 def server_address(hosts: Mapping[str, Host], side: SideConfig) -> str:

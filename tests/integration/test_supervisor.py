@@ -142,3 +142,31 @@ def test_hung_server_stopped_by_exact_pids_and_restarted(tmp_path: Path) -> None
         assert after["B"]["server"]["pid"] == b_server, "the other side's server was touched"
         assert wait_until(lambda: json.loads(cli(rig_yaml, "status", "--json", "--no-rpc").stdout)
                           ["sides"]["A"]["heartbeat"]["state"] == "FRESH", 30)
+
+
+def test_status_shows_hung_as_the_supervisor_measured_it(tmp_path: Path) -> None:
+    """One `status` probe cannot measure HUNG (K probes over T s): it shows the supervisor's measurement,
+    with its evidence and age, while the same server process holds its port and does not answer. Policy
+    off: the supervisor measures, wakes a human, and touches nothing."""
+    d = tmp_path / "sim"
+    with sim_rig(d, routes=200, eval_timeout_s=2.0, supervisor={**AUTO, "auto": False}) as rig_yaml:
+        _server(rig_yaml, adapter_candidates=[0], hung_probes=2, hung_after_s=1.0, probe_timeout_s=1.5)
+        assert cli(rig_yaml, "launch", "A", "--yes").returncode == 0
+        _running(d, 1)
+        sim.inject(d, "A", "server-hang")
+        st = wait_until(lambda: (s := harness_state(d, "A")) and (s.get("server_measure") or {}).get("state") == "HUNG"
+                        and s, 90, every=0.3)
+        assert st, harness_state(d, "A")
+        m = st["server_measure"]
+        assert m["silent_probes"] >= 2 and m["silent_last"] - m["silent_since"] >= 1.0, m
+        out = cli(rig_yaml, "status", "--json", timeout=120)
+        sides = json.loads(out.stdout)["sides"]
+        a = sides["A"]["server"]
+        assert a["state"] == "HUNG" and a["measured_by"] == "supervisor", a
+        assert a["pid"] == m["pid"] and a["supervisor_measure"]["age_s"] >= 0
+        assert any("measured HUNG by the supervisor" in e for e in a["evidence"]), a["evidence"]
+        assert sides["B"]["server"]["state"] == "ALIVE" and sides["B"]["server"]["measured_by"] == "this probe"
+        text = cli(rig_yaml, "status", "--no-rpc", timeout=120).stdout   # no rpc now: still the same process, port up
+        assert "A: server HUNG" in text and "measured HUNG by the supervisor" in text, text
+        assert "needs-human" in _kinds(d)
+        assert not [x for x in _audit(d) if x["operation"] == "stop-hung-server" and x["outcome"] != "refused"]
