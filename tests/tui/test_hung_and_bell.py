@@ -33,7 +33,7 @@ def log_lines(app: ConsoleApp) -> list[str]:
     return out
 
 
-async def until(pilot, cond, what: str, tries: int = 200) -> None:
+async def until(pilot, cond, what: str, tries: int = 600) -> None:
     for _ in range(tries):
         if cond():
             return
