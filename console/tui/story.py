@@ -27,7 +27,7 @@ def _progress(s: SideSnapshot) -> str:
     return "routes ?/?" if prog is None else f"routes {prog[0]}/{prog[1]}"
 
 
-def first_look(s: SideSnapshot) -> Change:
+def first_look(s: SideSnapshot, read_only: bool = False) -> Change:
     """The line a side gets when this console first sees it (a console started mid-run tells where the
     story stands)."""
     e = s.evaluator
@@ -36,28 +36,29 @@ def first_look(s: SideSnapshot) -> Change:
             f"evaluator {e.verdict.state.value} {e.phase}"
             + (f" attempt {attempt}/{s.side.evaluator.max_attempts}" if attempt else "") + f", {_progress(s)}")
     if needs_human(None, s):
-        text += f"; the supervisor needs a human: {_human_why(s)}"
+        text += f"; the supervisor needs a human: {_human_why(s, read_only)}"
     return Change(s.name, "", text)
 
 
 def needs_human(prev: SideSnapshot | None, new: SideSnapshot) -> bool:
-    """The side's supervisor has just asked for a human (an UNKNOWN verdict, a refusal): the moment the
-    event log says so and the terminal bell rings (supervisor.bell)."""
+    """The side's supervisor has just asked for a human (an UNKNOWN verdict, a refusal; another ask names
+    another cause in its detail): the moment the event log says so and the terminal bell rings."""
     h = new.evaluator.harness
     if h is None or h.supervisor != "needs-human":
         return False
     was = prev.evaluator.harness if prev is not None else None
-    return was is None or was.supervisor != "needs-human" or was.pid != h.pid
+    return was is None or was.supervisor != "needs-human" or was.pid != h.pid or was.detail != h.detail
 
 
-def _human_why(s: SideSnapshot) -> str:
+def _human_why(s: SideSnapshot, read_only: bool) -> str:
     h = s.evaluator.harness
-    return (h.detail if h is not None and h.detail else "no detail") + " (g re-probes; r, h, l act)"
+    keys = " (g re-probes)" if read_only else " (g re-probes; r, h, l act)"
+    return (h.detail if h is not None and h.detail else "no detail") + keys
 
 
 def changes(prev: SideSnapshot | None, new: SideSnapshot, *, read_only: bool = False) -> list[Change]:
     if prev is None:
-        return [first_look(new)]
+        return [first_look(new, read_only)]
     out: list[Change] = []
     side = new.name
     ps, ns = prev.server.verdict, new.server.verdict
@@ -80,7 +81,7 @@ def changes(prev: SideSnapshot | None, new: SideSnapshot, *, read_only: bool = F
         out.append(Change(side, nb.beat.value, f"heartbeat {nb.beat.value}: {what} (was {pb.beat.value})"))
     out += _with_lifecycle(prev, new, _evaluator_changes(prev, new))
     if needs_human(prev, new):
-        out.append(Change(side, "needs a human", f"needs a human: the supervisor asks: {_human_why(new)}"))
+        out.append(Change(side, "needs a human", f"needs a human: the supervisor asks: {_human_why(new, read_only)}"))
     if new.idle and not prev.idle:
         out.append(Change(side, "IDLE", "server renders for nobody: its evaluator is gone"
                           + ("" if read_only else " (x reclaims)")))

@@ -143,12 +143,16 @@ async def test_h_is_not_bound_in_a_read_only_console() -> None:
 
 # ----- the bell ---------------------------------------------------------------------------------------
 
-def needing_human(b: FakeBackend, side: str, supervisor: str = "needs-human", bell: bool = True):
+UNKNOWN_WHY = "server UNKNOWN for 600 s: cannot measure it, nothing is stopped"
+
+
+def needing_human(b: FakeBackend, side: str, supervisor: str = "needs-human", bell: bool = True,
+                  why: str = UNKNOWN_WHY):
     cfg = b.rig.sides[side]
     cfg = replace(cfg, supervisor=SupervisorConfig(bell=bell))
     s = snapshot(cfg, evaluator="DEAD", phase="restarting")
     h = HarnessState(side, 5010, T0 - 900, 3, status="waiting", attempt=1, supervisor=supervisor,  # type: ignore[arg-type]
-                     detail="server UNKNOWN for 600 s: cannot measure it, nothing is stopped")
+                     detail=why)
     return replace(s, evaluator=replace(s.evaluator, harness=h))
 
 
@@ -166,16 +170,18 @@ async def test_the_bell_rings_once_when_a_side_needs_a_human_and_can_be_turned_o
         app.show_snapshot(needing_human(b, "A"))            # still waiting for the human: no second ring
         assert rings == [1]
         app.show_snapshot(needing_human(b, "A", "watching"))
-        app.show_snapshot(needing_human(b, "A"))            # a new cause: it rings again
+        app.show_snapshot(needing_human(b, "A"))            # asked again after it cleared: it rings again
         assert rings == [1, 1]
+        app.show_snapshot(needing_human(b, "A", why="automatic recovery refused: evaluator UNKNOWN"))
+        assert rings == [1, 1, 1]                           # still needs a human, for another cause
         # supervisor.bell: false — no ring, but the event log still says it (one line each time).
         app.show_snapshot(needing_human(b, "B", "watching", bell=False))
         app.show_snapshot(needing_human(b, "B", bell=False))
-        assert rings == [1, 1]
+        assert rings == [1, 1, 1]
         await pilot.pause(0.1)
         said = [ln for ln in log_lines(app) if "needs a human" in ln]
-        assert [ln.split()[1] for ln in said] == ["A", "A", "B"], said
-        assert all("server UNKNOWN for 600 s" in ln for ln in said)
+        assert [ln.split()[1] for ln in said] == ["A", "A", "A", "B"], said
+        assert "evaluator UNKNOWN" in said[2] and all(UNKNOWN_WHY in ln for i, ln in enumerate(said) if i != 2)
 
 
 async def test_a_console_started_while_a_side_needs_a_human_rings_at_first_look() -> None:
@@ -189,4 +195,19 @@ async def test_a_console_started_while_a_side_needs_a_human_rings_at_first_look(
         assert rings == [1]
         await pilot.pause(0.1)
         (first,) = [ln for ln in log_lines(app) if "first look" in ln]
-        assert "needs a human" in first
+        assert "needs a human" in first and "r, h, l act" in first
+
+
+async def test_a_read_only_console_rings_too_and_offers_no_destructive_key() -> None:
+    b = FakeBackend()
+    app = ConsoleApp(b, read_only=True, poll=False)
+    rings: list[int] = []
+    app.bell = lambda: rings.append(1)    # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: ("start",) in b.calls, "the backend")
+        app.show_snapshot(needing_human(b, "A", "watching"))
+        app.show_snapshot(needing_human(b, "A"))
+        assert rings == [1]
+        await pilot.pause(0.1)
+        (line,) = [ln for ln in log_lines(app) if "needs a human" in ln]
+        assert "(g re-probes)" in line and "r, h, l" not in line
