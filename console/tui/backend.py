@@ -28,6 +28,7 @@ from ops.actions.guard import Confirmation, Guard, Plan
 from ops.model import RigConfig
 from ops.probes import ports
 from ops.probes.prober import SideSnapshot
+from ops.probes.supervised_server import with_supervisor_measure
 
 if TYPE_CHECKING:
     from sim import rig as sim  # the demo imports it when it runs
@@ -76,11 +77,14 @@ class LiveBackend:
         return Guard(self.live.hosts, self._audit)
 
     async def probe(self, side: str, rpc: bool | None = None) -> SideSnapshot:
+        # The pane shows HUNG as the side's supervisor measured it, as `status` does (display only: the
+        # plans of `h` and the guard measure afresh).
         if self.rig.engine == "process":
-            return await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
+            snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
+            return with_supervisor_measure(snap, time.time())
         job = await self.live.job_of(side)   # first: it follows the job's ports before the probe
         snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
-        return dataclasses.replace(snap, job=job)
+        return with_supervisor_measure(dataclasses.replace(snap, job=job), time.time())
 
     async def log_lines(self, side: str, n: int) -> list[str] | None:
         from ops.platform.files import tail_lines

@@ -6,6 +6,7 @@ condition. A short evaluator client timeout makes a dead or hung server end the 
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -170,3 +171,15 @@ def test_status_shows_hung_as_the_supervisor_measured_it(tmp_path: Path) -> None
         assert "A: server HUNG" in text and "measured HUNG by the supervisor" in text, text
         assert "needs-human" in _kinds(d)
         assert not [x for x in _audit(d) if x["operation"] == "stop-hung-server" and x["outcome"] != "refused"]
+        # The TUI's pane reads the same (its backend's probe), without an rpc call of its own.
+        from console.tui.backend import LiveBackend
+        from ops.config import load_config
+
+        async def pane() -> str:
+            backend = LiveBackend(load_config(rig_yaml))
+            await backend.start()
+            try:
+                return (await backend.probe("A", rpc=False)).server.verdict.state.value
+            finally:
+                await backend.close()
+        assert asyncio.run(pane()) == "HUNG"
