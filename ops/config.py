@@ -217,7 +217,8 @@ def _expand(path: str, base: Path) -> str:
 
 _HOST_KEYS = {"type": True, "os": False, "address": False, "port": False, "user": False, "known_hosts": False,
               "client_keys": False, "connect_timeout_s": False, "powershell": False, "nvidia_smi": False,
-              "netsh": False, "vram_source": False, "memory_floor_mb": False}
+              "netsh": False, "vram_source": False, "memory_floor_mb": False,
+              "console_python": False}
 _SERVER_KEYS = {"host": True, "command": True, "rpc_port": True, "adapter": False, "adapter_candidates": False,
                 "vram_min_delta_mb": False, "start_wait_s": False, "probe_timeout_s": False,
                 "managed_by_evaluator": False, "auto_start": False, "hung_probes": False, "hung_after_s": False}
@@ -279,6 +280,8 @@ def _read_host(r: _Reader, name: str, node: yaml.Node, base: Path) -> HostConfig
     if "memory_floor_mb" in m:
         kw["memory_floor_mb"] = r.scalar(m["memory_floor_mb"], f"{key}.memory_floor_mb", int,
                                         check=_within("memory_floor_mb"))
+    if "console_python" in m:
+        kw["console_python"] = r.scalar(m["console_python"], f"{key}.console_python", str)
     if len(r.issues) > n_issues:
         return None
     return HostConfig(**kw)

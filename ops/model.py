@@ -26,6 +26,7 @@ class HostConfig:
     netsh: tuple[str, ...] = ("netsh",)
     vram_source: VramSource = "auto"   # auto: nvml on local hosts, nvidia-smi elsewhere
     memory_floor_mb: int | None = None   # free host memory below this warns (None: resources.memory_floor_mb)
+    console_python: str | None = None    # ssh: the interpreter with carla-console there (None: the console's own path)
 
 
 @dataclass(frozen=True)

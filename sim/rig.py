@@ -234,7 +234,9 @@ def reap_children() -> list[int]:
 
 # ---------------------------------------------------------------------------------------------- rig.yaml
 
-def rig_config(layout: SimLayout, sides: Sequence[SideState], stall_s: float) -> dict[str, Any]:
+def rig_config(layout: SimLayout, sides: Sequence[SideState], stall_s: float,
+               remote: dict | None = None) -> dict[str, Any]:
+    """remote: the `hosts:` entry of an ssh host (sim/sshd.py); the sides' servers and evaluators run there."""
     cfg: dict[str, Any] = {
         "version": 1,
         "name": f"sim-{layout.root.name}",
@@ -245,13 +247,17 @@ def rig_config(layout: SimLayout, sides: Sequence[SideState], stall_s: float) ->
                             "netsh": [str(layout.netsh)], "vram_source": "nvidia-smi"}},
         "sides": {},
     }
+    where = "local"
+    if remote is not None:
+        cfg["hosts"] = {"remote": remote}
+        where = "remote"
     for st in sides:
         cfg["sides"][st.name] = {
-            "server": {"host": "local", "command": [str(layout.launcher), *SERVER_FLAGS],
+            "server": {"host": where, "command": [str(layout.launcher), *SERVER_FLAGS],
                        "rpc_port": st.rpc_port, "adapter": st.adapter, "adapter_candidates": [0, 2, 1, 3],
                        "vram_min_delta_mb": 4096, "start_wait_s": 3, "probe_timeout_s": 3,
                        **({"managed_by_evaluator": True} if st.server_mode == "evaluator" else {})},
-            "evaluator": {"host": "local", "conda_env": install.ENV_CARLA, "cwd": st.work,
+            "evaluator": {"host": where, "conda_env": install.ENV_CARLA, "cwd": st.work,
                           "script": install.EVALUATOR_SCRIPT, "routes": ROUTES_FILE,
                           "checkpoint": CHECKPOINT_FILE, "log": LOG_FILE, "tm_port": st.tm_port,
                           "args": {"agent": "agent.py", "agent-config": "ckpt/",
@@ -269,11 +275,15 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
        route_s: float = ROUTE_S, routes: int = 10, stall_s: float = 6.0,
        excluded: Sequence[Sequence] | None = None, gpus: dict[str, Any] | None = None,
        tick_s: float = 0.5, eval_timeout_s: float = 600.0, adapter: int = 0,
-       server_mode: str = "external") -> Path:
+       server_mode: str = "external", remote: bool = False) -> Path:
     """Create the rig under dir, start its servers (and evaluators); return the rig.yaml path.
 
     server_mode 'evaluator': no server is started; each side's evaluator is the unpatched Bench2Drive one
     that starts its own (rig.yaml: server.managed_by_evaluator true, env CARLA_ROOT, no B2D_EXTERNAL_SERVER).
+
+    remote: the sides' servers and evaluators are on host `remote`, an ssh host reached through a real
+    sshd on 127.0.0.1 that this rig starts (sim/sshd.py; its own host key and known_hosts). It is the same
+    machine and filesystem, so the sim's servers and files are that host's.
 
     Refuses (RuntimeError) when processes of an earlier `up` in dir are still alive: `down` first.
     On any failure, whatever it started is stopped again before the error propagates.
@@ -304,7 +314,11 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
                     states[i] = st
                     launchers[st.name] = launch_server(layout.root, p.rpc, adapter, side=st.name)
                     _CHILDREN.append(launchers[st.name])
-        _write_config(layout, states, stall_s)
+        host = None
+        if remote:
+            from sim import sshd
+            host = sshd.start(layout).host_config(layout)
+        _write_config(layout, states, stall_s, host)
         if start_evaluators:
             for st in states:
                 start_evaluator(layout.root, st.name)
@@ -391,9 +405,9 @@ def _launch_sides(layout: SimLayout, sides: Sequence[str], excluded_ranges: list
     return states, launchers
 
 
-def _write_config(layout: SimLayout, states: Sequence[SideState], stall_s: float) -> None:
+def _write_config(layout: SimLayout, states: Sequence[SideState], stall_s: float, remote: dict | None = None) -> None:
     write_json_atomic(layout.sides_json, {"sides": {st.name: st.to_json() for st in states}})
-    write_text_atomic(layout.rig_yaml, yaml.safe_dump(rig_config(layout, states, stall_s), sort_keys=False))
+    write_text_atomic(layout.rig_yaml, yaml.safe_dump(rig_config(layout, states, stall_s, remote), sort_keys=False))
 
 
 def _stop_popen(proc: subprocess.Popen) -> None:

@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("harness", help="(internal) the detached supervisor of one side's run")
     p.add_argument("side")
     p.add_argument("--adopt", action="store_true", help="watch the side's running evaluator, continuing its state")
+    p.add_argument("--as-host", metavar="HOST", help="it runs on the rig's host HOST (started there over ssh)")
     p = sub.add_parser("job-run", help="(internal) a side's SLURM job on its node")
     p.add_argument("side", help="the side, or @FILE: a job array's sides, indexed by SLURM_ARRAY_TASK_ID")
     p = sub.add_parser("jobs", help="the sides as the rig's engine runs them; --keep requeues lost jobs")
@@ -94,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["process", "slurm"], default="process",
                    help="slurm: the sides run as one job array on the cluster SLURM_CONF names")
     p.add_argument("--throttle", type=int, default=0, metavar="K", help="slurm: at most K array tasks at once")
+    p.add_argument("--remote", action="store_true",
+                   help="the sides run on host `remote`, reached through a real sshd on 127.0.0.1 that the rig "
+                        "starts (own host key and known_hosts); each side's supervisor runs there")
     p.add_argument("--route-s", type=float, metavar="S", help="seconds a simulated route takes (default 3: "
                    "a side finishes in about 30 s; 60 gives ten minutes to practise on)")
     p.add_argument("--server-mode", choices=["external", "evaluator"], default="external",

@@ -55,10 +55,11 @@ async def _wait_jobs_running(rig, within: float) -> list[str]:
         await asyncio.sleep(0.25)
 
 
-def up_with_harnesses(d: Path, sides: list[str] | None = None, route_s: float | None = None) -> Path:
+def up_with_harnesses(d: Path, sides: list[str] | None = None, route_s: float | None = None,
+                      remote: bool = False) -> Path:
     from sim import rig as sim
 
-    kw: dict[str, Any] = {"route_s": sim.ROUTE_S if route_s is None else route_s}
+    kw: dict[str, Any] = {"route_s": sim.ROUTE_S if route_s is None else route_s, "remote": remote}
     if sides:
         kw["sides"] = sides
     path = Path(sim.up(d, start_evaluators=False, **kw))
@@ -149,9 +150,10 @@ def run(args: argparse.Namespace) -> int:
                 print(up_slurm(d, names, throttle=args.throttle))
             elif args.no_evaluators or getattr(args, "server_mode", "external") == "evaluator":
                 print(sim.up(d, sides=names, start_evaluators=False,
-                             server_mode=getattr(args, "server_mode", "external")))
+                             server_mode=getattr(args, "server_mode", "external"),
+                             remote=getattr(args, "remote", False)))
             else:
-                print(up_with_harnesses(d, names, getattr(args, "route_s", None)))
+                print(up_with_harnesses(d, names, getattr(args, "route_s", None), getattr(args, "remote", False)))
             if used:
                 print(f"{d} held an earlier sim rig: its checkpoints are kept, so its sides resume where "
                       f"they stopped (for a fresh run: sim down, then remove {d})", file=sys.stderr)

@@ -22,6 +22,7 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from ops.actions import remote
 from ops.actions import resume as rr
 from ops.actions.audit import Audit
 from ops.actions.gate import launch_gate
@@ -33,6 +34,7 @@ from ops.parse.checkpoint import parse_checkpoint
 from ops.parse.errors import ParseError
 from ops.parse.routes import parse_routes
 from ops.platform import atomic
+from ops.platform.common import SpawnError
 from ops.platform.pinned import python_argv
 from ops.platform.procs import ProcTable
 from ops.probes.harness_state import HarnessState, read_state, side_dir
@@ -316,12 +318,13 @@ def read_setup_tries(rig: RigConfig, side: str) -> dict[str, int]:
 
 
 def _run_plan(rig: RigConfig, sc: SideConfig, decision: rr.ResumeDecision, cp: rr.CheckpointRead,
-              retired: Collection[str]) -> tuple[RunPlan, bytes | None]:
-    """The routes this launch runs (ops/actions/runplan.py), from the bytes the decision was made on."""
+              retired: Collection[str], routes: rr.CheckpointRead | None = None) -> tuple[RunPlan, bytes | None]:
+    """The routes this launch runs (ops/actions/runplan.py), from the bytes the decision was made on.
+    routes: the routes file as read on the evaluator's host (None: read it here)."""
     if decision.refused:
         return RunPlan("nothing", (), (), f"not planned: {decision.refused}"), None
     ev = sc.evaluator
-    rt = rr.read_bytes(ev.path(ev.routes))
+    rt = routes if routes is not None else rr.read_bytes(ev.path(ev.routes))
     if rt.data is None:
         why = f"routes file unreadable, routes to run UNKNOWN: {rt.error or ev.path(ev.routes) + ' does not exist'}"
         return RunPlan("nothing", (), (), why, refused=why), None
@@ -382,24 +385,27 @@ async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None
     ev_host = live.hosts[sc.evaluator.host]
     checks: list[Check] = []
     if not ev_host.is_local:
-        # The harness is started here and runs the evaluator as its child; on another host it would have
-        # to be started there (ssh + setsid), which is not built yet.
-        checks.append(Check("host", "refused", f"evaluator host {sc.evaluator.host} is not this machine: "
-                            "detached runs on remote evaluator hosts are not supported yet"))
+        # The harness is started on that host (ssh + setsid) and runs the evaluator as its child there.
+        why = remote.refusal(rig, ev_host, sc)
+        checks.append(Check("host", "refused", why) if why else
+                      Check("host", "ok", f"evaluator host {ev_host.label}: the supervisor runs there"))
     snap = snapshot or (await side_snapshot(live, side))[0]
     ev_word, running = _running_check(snap)
     srv_word, server = _managed_server_check(snap, sc) if sc.server.managed_by_evaluator else _server_check(snap)
     (port_word, ports), conda = await asyncio.gather(_ports_check(live, sc), _conda_check(live, sc))
-    decision, cp = rr.decide_for(sc) if ev_host.is_local else (
-        rr.ResumeDecision(False, "remote checkpoint not read", rr.CP_UNKNOWN,
-                          refused="remote checkpoint not read"), rr.CheckpointRead(None))
+    rt: rr.CheckpointRead | None = None
+    if ev_host.is_local:
+        decision, cp = rr.decide_for(sc)
+    else:
+        decision, cp, rt = await remote.decide_on(ev_host, sc)
     checks += [running, server, ports, conda, _checkpoint_check(decision)]
-    rp, routes_bytes = _run_plan(rig, sc, decision, cp, retired) if ev_host.is_local else (
-        RunPlan("nothing", (), (), "remote checkpoint not read"), None)
+    rp, routes_bytes = _run_plan(rig, sc, decision, cp, retired, rt)
     if rp.refused:
         checks.append(Check("runs", "refused", rp.refused))
     if ev_host.is_local:
         checks.append(_log_check(sc))
+    else:
+        checks.append(Check("log", *await remote.log_check(ev_host, sc.evaluator.path(sc.evaluator.log))))
     # issue 21: preflight, VRAM budget, disk floor; alert: the unattended harness notifies its refusals
     gate = await launch_gate(live, side, snap, alert=alert)
     checks += [Check(c.name, c.status, c.detail) for c in gate.checks]
@@ -414,9 +420,10 @@ async def plan_launch(live: LiveRig, side: str, *, snapshot: SideSnapshot | None
     evidence = (f"evaluator argv: {' '.join(argv)}", f"cwd: {sc.evaluator.cwd}",
                 f"resume: {decision.reason}", f"runs ({rp.mode}): {rp.reason}",
                 f"runs: {' '.join(rp.runs) or 'none'}", f"overwrites: {' '.join(rp.overwrites) or 'none'}",
-                f"backup: {backup or 'none (no checkpoint)'}",
+                f"backup: {backup or 'none (no checkpoint)'}"
+                + ("" if ev_host.is_local or not backup else f" (written on {sc.evaluator.host} by the supervisor)"),
                 *(f"{c.name}: {c.status}: {c.detail}" for c in checks), *gate.lines())
-    hargv = harness_argv(rig, side)
+    hargv = harness_argv(rig, side) if ev_host.is_local else remote.harness_argv(rig, side, sc.evaluator.host)
     plan = make_plan(Op.RELAUNCH, side, sc.evaluator.host, (), verdicts, evidence=evidence,
                      action=f"start the detached harness `{' '.join(hargv)}`",
                      precondition=refused)
@@ -479,6 +486,36 @@ async def execute_launch(live: LiveRig, lp: LaunchPlan, conf: Confirmation, *, g
     guard = guard or Guard(live.hosts, Audit(rig.state_dir))
     got: dict = {}
 
+    host = live.hosts[sc.evaluator.host]
+
+    async def remote_action(_plan: Plan) -> tuple[bool, str]:
+        # The checkpoint must still be the bytes the operator confirmed; the harness backs it up on its
+        # host before its first attempt (where the file is), as before every attempt.
+        now = await remote.read_bytes(host, sc.evaluator.path(sc.evaluator.checkpoint))
+        if now.error:
+            return False, f"checkpoint on {host.name} UNKNOWN at launch: {now.error}"
+        if now.data != lp.checkpoint_bytes:
+            return False, "the checkpoint changed since the plan: plan again"
+        why = await remote.prepare(host, rig, lp.side)
+        if why:
+            return False, why
+        log = remote.harness_log(rig, lp.side)
+        try:
+            pid = await host.spawn_detached(list(lp.harness_argv), cwd=sc.evaluator.cwd, log_path=log)
+        except SpawnError as e:
+            return False, f"harness not started on {host.name}: {e}"
+        got["pid"] = pid
+        st = await remote.wait_harness(host, rig, lp.side, pid, wait_s)
+        got["status"] = st.status if isinstance(st, HarnessState) else None
+        if not isinstance(st, HarnessState):
+            return False, (f"harness {pid} started on {host.name} but has not reported within {wait_s:.0f} s "
+                           f"({st}); see {log} there")
+        got["backup"] = st.attempts[0].backup if st.attempts else None
+        if st.status in ("refused", "failed"):
+            return False, f"harness {pid} on {host.name} {st.status}: {st.detail}"
+        return True, (f"harness {pid} on {host.name} {st.status} (attempt {st.attempt}); backup {got['backup']} "
+                      f"there; log {log} there")
+
     async def action(_plan: Plan) -> tuple[bool, str]:
         same, data, why = reread_same(lp, sc)
         if not same:
@@ -506,7 +543,7 @@ async def execute_launch(live: LiveRig, lp: LaunchPlan, conf: Confirmation, *, g
                 again = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), {**lp.plan.verdicts, "evaluator": "ALIVE"},
                                   lp.plan.evidence, lp.plan.action, precondition=running)
                 return LaunchResult(await guard.execute(again, conf))
-            outcome = await guard.execute(lp.plan, conf, action=action)
+            outcome = await guard.execute(lp.plan, conf, action=action if host.is_local else remote_action)
     except SideBusy as e:
         busy = make_plan(Op.RELAUNCH, lp.side, lp.plan.host, (), lp.plan.verdicts, lp.plan.evidence,
                          lp.plan.action, precondition=str(e))

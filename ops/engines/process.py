@@ -2,6 +2,7 @@
 starts it, ops/actions/harness.py is it). Its targets are processes (host, pid, create time)."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,7 +10,7 @@ from ops.actions.guard import Confirmation, Plan, Target
 from ops.engines.base import Run, Started
 from ops.model import RigConfig
 from ops.platform.base import Host
-from ops.probes.harness_state import HarnessState, read_state
+from ops.probes.harness_state import HarnessState, read_state_on
 from ops.tristate import Evidence, State
 
 KIND = "process"
@@ -42,8 +43,12 @@ class ProcessEngine:
         timeout = max(s.server.probe_timeout_s for s in self.rig.sides.values())
         tables = await live.prober.tables(hosts, timeout, share=True)
         runs: dict[str, Run] = {}
-        for name, sc in self.rig.sides.items():
-            st = read_state(self.rig, name)
+        names = list(self.rig.sides)
+        # Concurrently: a remote side's state is read through its host, and a slow host must not hold the others.
+        states = await asyncio.gather(*(read_state_on(self.hosts[self.rig.sides[n].evaluator.host], self.rig, n, timeout)
+                                        for n in names))
+        for name, st in zip(names, states):
+            sc = self.rig.sides[name]
             host = sc.evaluator.host
             if st is None:
                 continue

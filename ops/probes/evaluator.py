@@ -15,7 +15,7 @@ from ops.platform.files import read_text, stat_file
 from ops.platform.listeners import pid_listen_ports
 from ops.platform.procs import ProcTable
 from ops.probes.chain import Chain, find_chain
-from ops.probes.harness_state import HarnessState, read_state
+from ops.probes.harness_state import HarnessState, read_state_on
 from ops.tristate import Evidence, State, Verdict
 
 
@@ -105,7 +105,7 @@ class EvaluatorProbe:
 async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: ProcTable,
                           cache: CheckpointCache, timeout: float) -> EvaluatorProbe:
     cp = await cache.read(host, side.evaluator.path(side.evaluator.checkpoint), timeout)
-    hs = read_state(rig, side.name)
+    hs = await read_state_on(host, rig, side.name, timeout)
     harness = hs if isinstance(hs, HarnessState) else None
     if not table.ok:
         v = Verdict(State.UNKNOWN, (table.evidence(),), f"process table unreadable: {table.error}")

@@ -160,3 +160,20 @@ def read_state(rig: RigConfig, side: str) -> HarnessState | None | str:
         return None
     except (OSError, ValueError, TypeError, RecursionError) as e:
         return f"unreadable {path}: {e}"
+
+
+async def read_state_on(host: Any, rig: RigConfig, side: str, timeout: float) -> HarnessState | None | str:
+    """read_state on the side's evaluator host: this machine's file directly, another host's through its
+    platform (a bounded read with a timeout: a supervisor on a remote host writes its state there)."""
+    if host.is_local:
+        return read_state(rig, side)
+    path = str(state_path(rig, side))
+    ft = await host.platform.read_text(path, timeout, MAX_STATE_BYTES)
+    if ft.missing:
+        return None
+    if ft.text is None:
+        return f"unreadable {path} on {host.name}: {ft.error}"
+    try:
+        return parse_state(json.loads(ft.text))
+    except (ValueError, TypeError, RecursionError) as e:
+        return f"unreadable {path} on {host.name}: {e}"

@@ -1,0 +1,104 @@
+"""A side whose evaluator host is reached over ssh (issue 19 part 1), on the sim rig's `--remote` topology: a
+real OpenSSH sshd on 127.0.0.1 with its own host key and known_hosts (sim/sshd.py), the sides' servers and
+evaluators on host `remote`. Launch starts the supervisor ON that host (`harness SIDE --as-host remote`,
+setsid'd over ssh); its own recoveries there act on local identities; the console reads its state through
+the ssh host; reclaim's exact targets are re-checked on that host. Dropping the ssh link (the sshd and every
+session it holds killed) leaves the run going, and a console started after the link is back finds it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sim import rig as sim
+from sim import sshd as sim_sshd
+from sim.layout import SimLayout
+from tests.support.evalops_sim import alive, checkpoint, cli, done_records, harness_state, sim_rig, wait_until
+
+pytestmark = pytest.mark.skipif(not Path(sim_sshd.SSHD).exists(), reason=f"{sim_sshd.SSHD} missing (openssh-server)")
+
+
+def status(rig_yaml: Path) -> dict:
+    res = cli(rig_yaml, "status", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads(res.stdout)["sides"]["A"]
+
+
+def launch(rig_yaml: Path, d: Path) -> dict:
+    res = cli(rig_yaml, "launch", "A", "--yes", "--json", timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    st = harness_state(d, "A")
+    assert st is not None and st["status"] == "running", st
+    return st
+
+
+def test_launch_hang_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> None:
+    d = tmp_path / "sim"
+    with sim_rig(d, supervisor={"auto": True, "watch_s": 1.0}, sides=("A",), remote=True, route_s=1.0,
+                 routes=40, stall_s=3.0) as rig_yaml:
+        dry = cli(rig_yaml, "launch", "A", "--dry-run", "--json")
+        plan = json.loads(dry.stdout)
+        assert plan["refused"] is None, plan
+        assert plan["harness_argv"][-4:] == ["harness", "A", "--as-host", "remote"], plan["harness_argv"]
+        assert next(c for c in plan["checks"] if c["name"] == "host")["status"] == "ok", plan["checks"]
+
+        st = launch(rig_yaml, d)
+        # The supervisor runs there, told which host it is, in a session of its own (not the ssh session's).
+        with open(f"/proc/{st['pid']}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        assert argv[-5:-1] == [b"harness", b"A", b"--as-host", b"remote"], argv
+        with open(f"/proc/{st['pid']}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        assert int(fields[3]) == st["pid"], "the supervisor is its own session leader (setsid)"
+
+        seen = status(rig_yaml)
+        assert seen["evaluator"]["state"] == "ALIVE", seen
+        assert seen["supervisor"]["state"] not in (None, "UNKNOWN"), seen
+
+        # hang → the supervisor on the remote host recovers by itself (its chain, its local identities).
+        assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) >= 1, 60), "no route finished"
+        sim.inject(d, "A", "hang")
+        assert wait_until(lambda: (harness_state(d, "A") or {}).get("recoveries", 0) >= 1, 90), harness_state(d, "A")
+        assert wait_until(lambda: (harness_state(d, "A") or {}).get("attempt", 0) >= 2, 60), harness_state(d, "A")
+        audit = [json.loads(ln) for ln in (d / "state" / "audit.jsonl").read_text().splitlines() if ln.strip()]
+        stops = [a for a in audit if a["operation"] == "stop-chain" and a["outcome"] == "done"]
+        assert stops and stops[-1]["host"] == "remote" and stops[-1]["pid"] == st["pid"], stops[-1:]
+
+        # finish → IDLE → reclaim from the console: the server's exact pids, re-checked on the remote host.
+        sim.inject(d, "A", "finish")
+        assert wait_until(lambda: status(rig_yaml).get("idle") is True, 60), status(rig_yaml)
+        server_pid = status(rig_yaml)["server"]["pid"]
+        res = cli(rig_yaml, "reclaim", "A", "--yes")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "reclaim on side A (host remote)" in res.stderr, res.stderr
+        assert wait_until(lambda: not alive(server_pid), 20)
+        assert status(rig_yaml)["server"]["state"] == "DEAD"
+
+
+def test_ssh_link_dropped_mid_run_leaves_the_run_going(tmp_path: Path) -> None:
+    d = tmp_path / "sim"
+    with sim_rig(d, supervisor={"auto": True}, sides=("A",), remote=True, route_s=1.0, routes=60,
+                 stall_s=30.0) as rig_yaml:
+        st = launch(rig_yaml, d)
+        layout = SimLayout.of(d)
+        assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) >= 1, 60), "no route finished"
+
+        assert sim_sshd.drop(layout) >= 1
+        assert not sim_sshd.listeners(layout)
+        before = len(done_records(checkpoint(d, "A")))
+        # The link is down: the console cannot see the side (UNKNOWN, never DEAD) ...
+        blind = status(rig_yaml)
+        assert blind["evaluator"]["state"] == "UNKNOWN", blind["evaluator"]
+        # ... while the supervisor and its evaluator run on and finish more routes.
+        assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) >= before + 2, 60)
+        assert alive(st["pid"], st["create_time"])
+
+        sim_sshd.restart(layout)
+        # A console started now rediscovers the run through the host: same supervisor, same attempt.
+        seen = status(rig_yaml)
+        assert seen["evaluator"]["state"] == "ALIVE", seen
+        assert seen["supervisor"]["state"] != "UNKNOWN", seen
+        now = harness_state(d, "A")
+        assert now is not None and (now["pid"], now["attempt"]) == (st["pid"], st["attempt"])
