@@ -6,6 +6,7 @@ harness is `carla-console -c RIG harness SIDE --adopt`, detached like a launched
 """
 from __future__ import annotations
 
+from ops.actions import remote
 from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Op, Outcome, Plan, make_plan
 from ops.actions.launch import harness_argv, harness_log, side_snapshot, wait_harness
@@ -19,9 +20,10 @@ async def plan_adopt(live, side: str) -> Plan:
     ev = snap.evaluator
     harness = "UNKNOWN" if ev.verdict.state.value == "UNKNOWN" else ("ALIVE" if ev.harness_alive else "DEAD")
     verdicts = {"evaluator": ev.verdict.state.value, "harness": harness}
-    argv = [*harness_argv(rig, side), "--adopt"]
-    precondition = None if sc.evaluator.host in live.hosts and live.hosts[sc.evaluator.host].is_local else \
-        "the evaluator's host is not this machine"
+    host = live.hosts[sc.evaluator.host]
+    argv = [*(harness_argv(rig, side) if host.is_local else remote.harness_argv(rig, side, host.name)), "--adopt"]
+    # A remote evaluator's new supervisor is started on its host, like a launched one (ops/actions/remote.py).
+    precondition = None if host.is_local else remote.refusal(rig, host, sc)
     return make_plan(Op.ADOPT, side, sc.evaluator.host, (), verdicts,
                      tuple(e.line() for e in ev.verdict.evidence),
                      action=f"start a supervisor for the running evaluator {ev.pid}: `{' '.join(argv)}`",
@@ -32,6 +34,17 @@ async def adopt(live, side: str, conf: Confirmation, plan: Plan | None = None, w
     rig = live.config
     sc = rig.sides[side]
     plan = plan or await plan_adopt(live, side)
+
+    host = live.hosts[sc.evaluator.host]
+
+    async def remote_action(_plan: Plan) -> tuple[bool, str]:
+        argv = [*remote.harness_argv(rig, side, host.name), "--adopt"]
+        pid, st = await remote.start_harness(host, rig, side, argv, sc.evaluator.cwd, wait_s)
+        if pid is None or not isinstance(st, HarnessState):
+            return False, f"harness {pid} on {host.name}: {st}" if pid else str(st)
+        if st.status in ("refused", "failed", "gave_up"):
+            return False, f"harness {pid} on {host.name} {st.status}: {st.detail}"
+        return True, f"harness {pid} on {host.name} adopted the run (attempt {st.attempt})"
 
     async def action(_plan: Plan) -> tuple[bool, str]:
         from ops.platform.local import spawn_detached
@@ -45,4 +58,4 @@ async def adopt(live, side: str, conf: Confirmation, plan: Plan | None = None, w
             return False, f"harness {pid} {st.status}: {st.detail}"
         return True, f"harness {pid} adopted the run (attempt {st.attempt}); log {log}"
 
-    return await Guard(live.hosts, Audit(rig.state_dir)).execute(plan, conf, action=action)
+    return await Guard(live.hosts, Audit(rig.state_dir)).execute(plan, conf, action=action if host.is_local else remote_action)

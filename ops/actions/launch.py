@@ -34,7 +34,6 @@ from ops.parse.checkpoint import parse_checkpoint
 from ops.parse.errors import ParseError
 from ops.parse.routes import parse_routes
 from ops.platform import atomic
-from ops.platform.common import SpawnError
 from ops.platform.pinned import python_argv
 from ops.platform.procs import ProcTable
 from ops.probes.harness_state import HarnessState, read_state, side_dir
@@ -496,17 +495,12 @@ async def execute_launch(live: LiveRig, lp: LaunchPlan, conf: Confirmation, *, g
             return False, f"checkpoint on {host.name} UNKNOWN at launch: {now.error}"
         if now.data != lp.checkpoint_bytes:
             return False, "the checkpoint changed since the plan: plan again"
-        why = await remote.prepare(host, rig, lp.side)
-        if why:
-            return False, why
         log = remote.harness_log(rig, lp.side)
-        try:
-            pid = await host.spawn_detached(list(lp.harness_argv), cwd=sc.evaluator.cwd, log_path=log)
-        except SpawnError as e:
-            return False, f"harness not started on {host.name}: {e}"
+        pid, st = await remote.start_harness(host, rig, lp.side, list(lp.harness_argv), sc.evaluator.cwd, wait_s)
         got["pid"] = pid
-        st = await remote.wait_harness(host, rig, lp.side, pid, wait_s)
         got["status"] = st.status if isinstance(st, HarnessState) else None
+        if pid is None:
+            return False, str(st)
         if not isinstance(st, HarnessState):
             return False, (f"harness {pid} started on {host.name} but has not reported within {wait_s:.0f} s "
                            f"({st}); see {log} there")

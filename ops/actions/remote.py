@@ -144,3 +144,18 @@ async def wait_harness(host: Host, rig: RigConfig, side: str, pid: int, within: 
         if time.monotonic() >= deadline:
             return last
         await asyncio.sleep(0.25)
+
+
+async def start_harness(host: Host, rig: RigConfig, side: str, argv: list[str], cwd: str,
+                        within: float) -> tuple[int | None, HarnessState | str]:
+    """Start the supervisor detached on the host (its own session: it outlives this ssh connection) and
+    wait for its state: (pid, state) or (pid or None, the reason in words)."""
+    from ops.platform.common import SpawnError
+    why = await prepare(host, rig, side)
+    if why:
+        return None, why
+    try:
+        pid = await host.spawn_detached(argv, cwd=cwd, log_path=harness_log(rig, side))
+    except SpawnError as e:
+        return None, f"harness not started on {host.name}: {e}"
+    return pid, await wait_harness(host, rig, side, pid, within)

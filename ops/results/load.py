@@ -177,19 +177,20 @@ async def read_side(rig, side, host, timeout: float = 10.0) -> SideRead:
             errors.append(f"side {side.name}: {routes_path}: {parsed_routes.reason}")
         else:
             routes = parsed_routes
-    retired, attempts, failures = _harness_facts(rig, side.name)
+    retired, attempts, failures = await _harness_facts(rig, side.name, host, timeout)
     return SideRead(side=side.name, checkpoint=checkpoint, routes=routes, errors=tuple(errors),
                     missing_checkpoint=missing, retired=retired, attempts=attempts, route_failures=failures,
                     expect_wall_game_min=side.expect_wall_game_min,
                     checkpoint_path=cp_path, routes_path=routes_path)
 
 
-def _harness_facts(rig, side: str) -> tuple[tuple[str, ...], int | None, dict[str, int]]:
+async def _harness_facts(rig, side: str, host, timeout: float) -> tuple[tuple[str, ...], int | None, dict[str, int]]:
     """The supervisor's retired route ids, evaluator attempt count and per-route failure counts, from its
-    state file where it keeps them (getattr: a harness older than the supervisor has no such fields)."""
-    from ops.probes.harness_state import read_state
+    state file where it keeps them, on the side's evaluator host (getattr: a harness older than the
+    supervisor has no such fields)."""
+    from ops.probes.harness_state import read_state_on
     from ops.results.attempts import failures_of
-    st = read_state(rig, side)
+    st = await read_state_on(host, rig, side, timeout)
     if st is None or isinstance(st, str):
         return (), None, {}
     retired = getattr(st, "retired", None) or ()
