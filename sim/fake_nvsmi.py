@@ -252,8 +252,22 @@ def main(argv: list[str], sim_dir: str | os.PathLike[str]) -> int:
             print("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.")
         return RC_BAD_ARGS
     model = load_model(layout)
-    sys.stdout.write(render(q, model.gpus, live_entries(layout), na=(mode == "na")))
+    sys.stdout.write(render(q, model.gpus, this_host(live_entries(layout)), na=(mode == "na")))
     return 0
+
+
+def _netns(pid: int | str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def this_host(entries: list[LedgerEntry]) -> list[LedgerEntry]:
+    """Each sim host has GPUs of its own: the `sim up --remote` hosts are network namespaces of one machine,
+    so only the ledger entries of processes in this one's namespace are on its GPUs (on a local rig, all)."""
+    mine = _netns("self")
+    return [e for e in entries if mine is None or _netns(e.pid) in (mine, None)]
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ class SideState:
     tick_s: float
     eval_timeout_s: float
     server_mode: str = "external"   # 'external' (the sim starts it) | 'evaluator' (the evaluator does)
+    host: str = "local"             # the rig's host its server and evaluator run on (sim/hosts.py for remote ones)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -126,18 +127,23 @@ def server_argv(layout: SimLayout, rpc_port: int, adapter: int) -> list[str]:
 
 
 def launch_server(dir: str | Path, rpc_port: int, adapter: int, *, side: str | None = None,
-                  log: Path | None = None, nice: int = 0) -> subprocess.Popen:
+                  log: Path | None = None, nice: int = 0, host: str = "local") -> subprocess.Popen:
     """Start one launcher (-> shipping server) detached, in its own session; record the launcher.
 
     Returns at once: the shipping child registers itself when it starts. Use wait_server() to wait.
     nice: a lower CPU priority for the pair (the shipping child, forked after the launcher's imports,
-    inherits it).
+    inherits it). host: a remote sim host (sim/hosts.py): the server runs in its namespace.
     """
     layout = SimLayout.of(dir)
     log = log or (layout.server_log(side) if side else layout.logs / f"server_{rpc_port}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
+    argv, env = server_argv(layout, rpc_port, adapter), None
+    if host != "local":
+        from sim.hosts import hosts
+        where = hosts(layout)[host]
+        argv, env = where.argv(*argv), {**os.environ, **where.env}
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(server_argv(layout, rpc_port, adapter), stdin=subprocess.DEVNULL, stdout=fh,
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, env=env,
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd=layout.bin)
     if nice:
         with contextlib.suppress(OSError):   # gone already: wait_server will say so
@@ -156,7 +162,8 @@ def shipping_processes(dir: str | Path, rpc_port: int) -> list[psutil.Process]:
 
 
 def wait_server(dir: str | Path, launcher: subprocess.Popen, rpc_port: int,
-                timeout_s: float = SERVER_READY_S, *, side: str | None = None) -> psutil.Process:
+                timeout_s: float = SERVER_READY_S, *, side: str | None = None,
+                address: str = "127.0.0.1") -> psutil.Process:
     """Wait until the server answers `version`; return its shipping process (recorded in pids.json)."""
     layout = SimLayout.of(dir)
 
@@ -164,7 +171,7 @@ def wait_server(dir: str | Path, launcher: subprocess.Popen, rpc_port: int,
         rc = launcher.poll()
         return f"server launcher exited with {rc} before answering (see {layout.logs})" if rc is not None else None
 
-    rpc.wait_version("127.0.0.1", rpc_port, timeout_s, stop_if=died)
+    rpc.wait_version(address, rpc_port, timeout_s, stop_if=died)
     found = [p for p in shipping_processes(dir, rpc_port) if _is_descendant(p, launcher.pid)]
     if not found:
         raise RuntimeError(f"server on {rpc_port} answers but no shipping child of launcher {launcher.pid}")
@@ -235,8 +242,8 @@ def reap_children() -> list[int]:
 # ---------------------------------------------------------------------------------------------- rig.yaml
 
 def rig_config(layout: SimLayout, sides: Sequence[SideState], stall_s: float,
-               remote: dict | None = None) -> dict[str, Any]:
-    """remote: the `hosts:` entry of an ssh host (sim/sshd.py); the sides' servers and evaluators run there."""
+               remote: dict[str, dict] | None = None) -> dict[str, Any]:
+    """remote: the `hosts:` entries of the ssh hosts (sim/hosts.py) the sides run on (SideState.host)."""
     cfg: dict[str, Any] = {
         "version": 1,
         "name": f"sim-{layout.root.name}",
@@ -247,11 +254,10 @@ def rig_config(layout: SimLayout, sides: Sequence[SideState], stall_s: float,
                             "netsh": [str(layout.netsh)], "vram_source": "nvidia-smi"}},
         "sides": {},
     }
-    where = "local"
-    if remote is not None:
-        cfg["hosts"] = {"remote": remote}
-        where = "remote"
+    if remote:
+        cfg["hosts"] = dict(remote)
     for st in sides:
+        where = st.host
         cfg["sides"][st.name] = {
             "server": {"host": where, "command": [str(layout.launcher), *SERVER_FLAGS],
                        "rpc_port": st.rpc_port, "adapter": st.adapter, "adapter_candidates": [0, 2, 1, 3],
@@ -275,15 +281,16 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
        route_s: float = ROUTE_S, routes: int = 10, stall_s: float = 6.0,
        excluded: Sequence[Sequence] | None = None, gpus: dict[str, Any] | None = None,
        tick_s: float = 0.5, eval_timeout_s: float = 600.0, adapter: int = 0,
-       server_mode: str = "external", remote: bool = False) -> Path:
+       server_mode: str = "external", remote: bool = False, hosts: int = 1) -> Path:
     """Create the rig under dir, start its servers (and evaluators); return the rig.yaml path.
 
     server_mode 'evaluator': no server is started; each side's evaluator is the unpatched Bench2Drive one
     that starts its own (rig.yaml: server.managed_by_evaluator true, env CARLA_ROOT, no B2D_EXTERNAL_SERVER).
 
-    remote: the sides' servers and evaluators are on host `remote`, an ssh host reached through a real
-    sshd on 127.0.0.1 that this rig starts (sim/sshd.py; its own host key and known_hosts). It is the same
-    machine and filesystem, so the sim's servers and files are that host's.
+    remote: the sides' servers and evaluators are on ssh hosts (`remote`, or `remote1`..`remoteN` for
+    hosts=N, sides dealt round robin), each a network namespace with a real sshd of its own where root
+    allows, else an sshd on 127.0.0.1 (sim/hosts.py; own host key and known_hosts). Same machine and
+    filesystem, so the sim's servers (started in the host's namespace) and files are that host's.
 
     Refuses (RuntimeError) when processes of an earlier `up` in dir are still alive: `down` first.
     On any failure, whatever it started is stopped again before the error propagates.
@@ -292,15 +299,23 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
     try:
         if server_mode not in ("external", "evaluator"):
             raise ValueError(f"server_mode {server_mode!r}: expected 'external' or 'evaluator'")
+        remote_hosts = {}
+        placed: dict[str, str] = {}
+        if remote:
+            from sim import hosts as sim_hosts
+            names = ["remote"] if hosts <= 1 else [f"remote{i + 1}" for i in range(hosts)]
+            remote_hosts = sim_hosts.start(layout, names)
+            placed = {s: names[i % len(names)] for i, s in enumerate(sides)}
         states, launchers = _launch_sides(layout, sides, excluded_ranges, route_s, routes, tick_s,
-                                          eval_timeout_s, adapter, launch=server_mode == "external")
+                                          eval_timeout_s, adapter, launch=server_mode == "external", placed=placed)
         states = [SideState(**{**st.to_json(), "server_mode": server_mode}) for st in states]
         for i, st in enumerate(states):
             if st.name not in launchers:
                 continue
             for attempt in range(3):
                 try:
-                    wait_server(layout.root, launchers[st.name], st.rpc_port, side=st.name)
+                    wait_server(layout.root, launchers[st.name], st.rpc_port, side=st.name,
+                                address=remote_hosts[st.host].address if st.host in remote_hosts else "127.0.0.1")
                     break
                 except (RuntimeError, TimeoutError):
                     # Lost a port race (or a slow start): new ports for this side, try again.
@@ -312,13 +327,9 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
                     p = ports_mod.pick(1, excluded=excluded_ranges, avoid=taken)[0]
                     st = SideState(**{**st.to_json(), "rpc_port": p.rpc, "tm_port": p.tm})
                     states[i] = st
-                    launchers[st.name] = launch_server(layout.root, p.rpc, adapter, side=st.name)
+                    launchers[st.name] = launch_server(layout.root, p.rpc, adapter, side=st.name, host=st.host)
                     _CHILDREN.append(launchers[st.name])
-        host = None
-        if remote:
-            from sim import sshd
-            host = sshd.start(layout).host_config(layout)
-        _write_config(layout, states, stall_s, host)
+        _write_config(layout, states, stall_s, {n: h.config for n, h in remote_hosts.items()})
         if start_evaluators:
             for st in states:
                 start_evaluator(layout.root, st.name)
@@ -373,6 +384,8 @@ def _fresh(dir: str | Path, sides: Sequence[str], gpus: dict[str, Any] | None,
         raise ValueError(f"side names must be distinct words ([A-Za-z0-9_-]): {names!r}")
     if running(layout.root):
         raise RuntimeError(f"a sim rig is already running in {layout.root}: run `sim down` first")
+    from sim import hosts as sim_hosts
+    sim_hosts.teardown(SimLayout.of(dir))   # an earlier --remote rig that was never taken down
     layout.root.mkdir(parents=True, exist_ok=True)
 
     # A fresh start: old records, ledger entries, modes and faults belong to a rig that is gone.
@@ -391,21 +404,24 @@ def _fresh(dir: str | Path, sides: Sequence[str], gpus: dict[str, Any] | None,
 
 def _launch_sides(layout: SimLayout, sides: Sequence[str], excluded_ranges: list, route_s: float, routes: int,
                   tick_s: float, eval_timeout_s: float, adapter: int,
-                  nice: int = 0, launch: bool = True) -> tuple[list[SideState], dict[str, subprocess.Popen]]:
+                  nice: int = 0, launch: bool = True,
+                  placed: dict[str, str] | None = None) -> tuple[list[SideState], dict[str, subprocess.Popen]]:
     """Free ports, a work dir and a launched (not yet answering) server for each side."""
     states: list[SideState] = []
     launchers: dict[str, subprocess.Popen] = {}
     for name, p in zip(sides, ports_mod.pick(len(sides), excluded=excluded_ranges)):
         work = install.write_work_dir(layout, name, routes)
         states.append(SideState(name=name, rpc_port=p.rpc, tm_port=p.tm, adapter=adapter, work=str(work),
-                                route_s=route_s, tick_s=tick_s, eval_timeout_s=eval_timeout_s))
+                                route_s=route_s, tick_s=tick_s, eval_timeout_s=eval_timeout_s,
+                                host=(placed or {}).get(name, "local")))
         if launch:
-            launchers[name] = launch_server(layout.root, p.rpc, adapter, side=name, nice=nice)
+            launchers[name] = launch_server(layout.root, p.rpc, adapter, side=name, nice=nice, host=states[-1].host)
             _CHILDREN.append(launchers[name])
     return states, launchers
 
 
-def _write_config(layout: SimLayout, states: Sequence[SideState], stall_s: float, remote: dict | None = None) -> None:
+def _write_config(layout: SimLayout, states: Sequence[SideState], stall_s: float,
+                  remote: dict[str, dict] | None = None) -> None:
     write_json_atomic(layout.sides_json, {"sides": {st.name: st.to_json() for st in states}})
     write_text_atomic(layout.rig_yaml, yaml.safe_dump(rig_config(layout, states, stall_s, remote), sort_keys=False))
 
@@ -431,6 +447,8 @@ def down(dir: str | Path, grace_s: float = 3.0) -> StopReport:
                         first.survivors + report.survivors)
     reap_children()
     live_entries(layout, clean=True)   # drop the ledger entries of the servers just stopped
+    from sim import hosts as sim_hosts
+    sim_hosts.teardown(layout)         # the remote hosts' namespaces, now empty
     return report
 
 

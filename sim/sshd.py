@@ -16,11 +16,15 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
 from sim.layout import SimLayout
 from sim.procs import ProcRecord, identify, record_started, started, stop, with_descendants
+
+if TYPE_CHECKING:
+    from sim.hosts import SimHost
 
 SSHD = os.environ.get("CARLA_CONSOLE_SSHD", "/usr/sbin/sshd")
 # Carried into every ssh session: a test session's mark (tests/conftest.py finds leftovers by it), so a
@@ -59,8 +63,9 @@ def _free_port(listen: str) -> int:
         return s.getsockname()[1]
 
 
-def config_text(d: Path, listen: str, port: int) -> str:
-    setenv = " ".join(["SHLVL=1", *(f"{k}={os.environ[k]}" for k in PASS_ENV if os.environ.get(k))])
+def config_text(d: Path, listen: str, port: int, env: dict[str, str] | None = None) -> str:
+    setenv = " ".join(["SHLVL=1", *(f"{k}={os.environ[k]}" for k in PASS_ENV if os.environ.get(k)),
+                       *(f"{k}={v}" for k, v in (env or {}).items())])
     return "\n".join([
         f"Port {port}", f"ListenAddress {listen}", f"HostKey {d / 'host_ed25519'}", f"PidFile {d / 'sshd.pid'}",
         "Subsystem sftp internal-sftp",          # the console copies its probe scripts over SFTP
@@ -74,9 +79,9 @@ def config_text(d: Path, listen: str, port: int) -> str:
     ])
 
 
-def _spawn(layout: SimLayout, d: Path) -> subprocess.Popen:
+def _spawn(layout: SimLayout, d: Path, host: SimHost) -> subprocess.Popen:
     with open(d / "sshd.log", "ab") as log:
-        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(host.argv(SSHD, "-D", "-e", "-f", str(d / "sshd_config")), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=log, start_new_session=True)
     try:
         record_started(layout, [ProcRecord.of(psutil.Process(proc.pid), "sshd")])
@@ -128,15 +133,18 @@ def restart(layout: SimLayout, name: str = "remote", wait_s: float = 15.0) -> in
     text = (d / "sshd_config").read_text()
     port = int(next(ln.split()[1] for ln in text.splitlines() if ln.startswith("Port ")))
     listen = next(ln.split()[1] for ln in text.splitlines() if ln.startswith("ListenAddress "))
-    proc = _spawn(layout, d)
+    from sim.hosts import hosts
+    proc = _spawn(layout, d, hosts(layout)[name])
     if not _listening(proc, listen, port, wait_s):
         raise RuntimeError(f"sshd for sim host {name} did not listen again on {listen}:{port}: "
                            + (d / "sshd.log").read_text(errors="replace")[-1500:])
     return proc.pid
 
 
-def start(layout: SimLayout, name: str = "remote", listen: str = "127.0.0.1", wait_s: float = 15.0) -> SimSshd:
-    """Keys, config and a running sshd, recorded for `sim down`. Raises RuntimeError with sshd's log."""
+def start(layout: SimLayout, name: str, host: SimHost, wait_s: float = 15.0) -> SimSshd:
+    """Keys, config and a running sshd on `host` (in its namespace, on port 22 there; else on a free port of
+    127.0.0.1), recorded for `sim down`. Raises RuntimeError with sshd's log."""
+    listen = host.address
     if not os.path.exists(SSHD):
         raise RuntimeError(f"{SSHD} not found: `sim up --remote` needs OpenSSH's server "
                            "(apt-get install -y openssh-server)")
@@ -149,10 +157,11 @@ def start(layout: SimLayout, name: str = "remote", listen: str = "127.0.0.1", wa
     known_hosts = d / "known_hosts"
     last = ""
     for _ in range(3):   # a free port can be taken between the pick and sshd's bind: pick again
-        port = _free_port(listen)
-        (d / "sshd_config").write_text(config_text(d, listen, port))
-        known_hosts.write_text(f"[{listen}]:{port} {' '.join(host_pub.split()[:2])}\n")
-        proc = _spawn(layout, d)
+        port = 22 if host.netns else _free_port(listen)
+        (d / "sshd_config").write_text(config_text(d, listen, port, host.env))
+        pattern = listen if port == 22 else f"[{listen}]:{port}"   # known_hosts' own syntax for port 22
+        known_hosts.write_text(f"{pattern} {' '.join(host_pub.split()[:2])}\n")
+        proc = _spawn(layout, d, host)
         if _listening(proc, listen, port, wait_s):
             return SimSshd(d, listen, port, getpass.getuser(), d / "client_ed25519", known_hosts, proc.pid)
         if proc.poll() is None:

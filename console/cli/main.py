@@ -96,8 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="slurm: the sides run as one job array on the cluster SLURM_CONF names")
     p.add_argument("--throttle", type=int, default=0, metavar="K", help="slurm: at most K array tasks at once")
     p.add_argument("--remote", action="store_true",
-                   help="the sides run on host `remote`, reached through a real sshd on 127.0.0.1 that the rig "
-                        "starts (own host key and known_hosts); each side's supervisor runs there")
+                   help="the sides run on ssh hosts (remote, or remote1..N): each a network namespace with "
+                        "its own sshd where root allows, else an sshd on 127.0.0.1; own host keys and known_hosts; "
+                        "each side's supervisor runs on its host")
+    p.add_argument("--hosts", type=int, default=1, metavar="N", help="--remote: N hosts, sides dealt round robin")
     p.add_argument("--route-s", type=float, metavar="S", help="seconds a simulated route takes (default 3: "
                    "a side finishes in about 30 s; 60 gives ten minutes to practise on)")
     p.add_argument("--server-mode", choices=["external", "evaluator"], default="external",

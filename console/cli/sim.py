@@ -56,10 +56,10 @@ async def _wait_jobs_running(rig, within: float) -> list[str]:
 
 
 def up_with_harnesses(d: Path, sides: list[str] | None = None, route_s: float | None = None,
-                      remote: bool = False) -> Path:
+                      remote: bool = False, hosts: int = 1) -> Path:
     from sim import rig as sim
 
-    kw: dict[str, Any] = {"route_s": sim.ROUTE_S if route_s is None else route_s, "remote": remote}
+    kw: dict[str, Any] = {"route_s": sim.ROUTE_S if route_s is None else route_s, "remote": remote, "hosts": hosts}
     if sides:
         kw["sides"] = sides
     path = Path(sim.up(d, start_evaluators=False, **kw))
@@ -151,9 +151,10 @@ def run(args: argparse.Namespace) -> int:
             elif args.no_evaluators or getattr(args, "server_mode", "external") == "evaluator":
                 print(sim.up(d, sides=names, start_evaluators=False,
                              server_mode=getattr(args, "server_mode", "external"),
-                             remote=getattr(args, "remote", False)))
+                             remote=getattr(args, "remote", False), hosts=getattr(args, "hosts", 1)))
             else:
-                print(up_with_harnesses(d, names, getattr(args, "route_s", None), getattr(args, "remote", False)))
+                print(up_with_harnesses(d, names, getattr(args, "route_s", None), getattr(args, "remote", False),
+                                        getattr(args, "hosts", 1)))
             if used:
                 print(f"{d} held an earlier sim rig: its checkpoints are kept, so its sides resume where "
                       f"they stopped (for a fresh run: sim down, then remove {d})", file=sys.stderr)

@@ -1,6 +1,6 @@
-"""A side whose evaluator host is reached over ssh (issue 19 part 1), on the sim rig's `--remote` topology: a
-real OpenSSH sshd on 127.0.0.1 with its own host key and known_hosts (sim/sshd.py), the sides' servers and
-evaluators on host `remote`. Launch starts the supervisor ON that host (`harness SIDE --as-host remote`,
+"""A side whose evaluator host is reached over ssh (issue 19 part 1), on the sim rig's `--remote` topology: each
+host a network namespace of its own with a real OpenSSH sshd (where root allows; else an sshd on 127.0.0.1),
+its own host key and known_hosts (sim/hosts.py, sim/sshd.py), the sides' servers and evaluators there. Launch starts the supervisor ON that host (`harness SIDE --as-host remote`,
 setsid'd over ssh); its own recoveries there act on local identities; the console reads its state through
 the ssh host; reclaim's exact targets are re-checked on that host. Dropping the ssh link (the sshd and every
 session it holds killed) leaves the run going, and a console started after the link is back finds it.
@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from sim import hosts as sim_hosts
 from sim import rig as sim
 from sim import sshd as sim_sshd
 from sim.layout import SimLayout
+from sim.netns import available as netns_available
 from tests.support.evalops_sim import alive, checkpoint, cli, done_records, harness_state, sim_rig, wait_until
 
 pytestmark = pytest.mark.skipif(not Path(sim_sshd.SSHD).exists(), reason=f"{sim_sshd.SSHD} missing (openssh-server)")
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.skipif(not Path(sim_sshd.SSHD).exists(), reason=f"{sim_
 def status(rig_yaml: Path) -> dict:
     res = cli(rig_yaml, "status", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
-    return json.loads(res.stdout)["sides"]["A"]
+    return json.loads(res.stdout)["sides"]
 
 
 def launch(rig_yaml: Path, d: Path) -> dict:
@@ -53,7 +55,7 @@ def test_launch_hang_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> 
             fields = f.read().rsplit(b")", 1)[1].split()
         assert int(fields[3]) == st["pid"], "the supervisor is its own session leader (setsid)"
 
-        seen = status(rig_yaml)
+        seen = status(rig_yaml)["A"]
         assert seen["evaluator"]["state"] == "ALIVE", seen
         assert seen["supervisor"]["state"] not in (None, "UNKNOWN"), seen
 
@@ -68,36 +70,41 @@ def test_launch_hang_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> 
 
         # finish → IDLE → reclaim from the console: the server's exact pids, re-checked on the remote host.
         sim.inject(d, "A", "finish")
-        assert wait_until(lambda: status(rig_yaml).get("idle") is True, 60), status(rig_yaml)
-        server_pid = status(rig_yaml)["server"]["pid"]
+        assert wait_until(lambda: status(rig_yaml)["A"].get("idle") is True, 60), status(rig_yaml)
+        server_pid = status(rig_yaml)["A"]["server"]["pid"]
         res = cli(rig_yaml, "reclaim", "A", "--yes")
         assert res.returncode == 0, res.stdout + res.stderr
         assert "reclaim on side A (host remote)" in res.stderr, res.stderr
         assert wait_until(lambda: not alive(server_pid), 20)
-        assert status(rig_yaml)["server"]["state"] == "DEAD"
+        assert status(rig_yaml)["A"]["server"]["state"] == "DEAD"
 
 
 def test_ssh_link_dropped_mid_run_leaves_the_run_going(tmp_path: Path) -> None:
     d = tmp_path / "sim"
-    with sim_rig(d, supervisor={"auto": True}, sides=("A",), remote=True, route_s=1.0, routes=60,
+    # Two hosts (two namespaces, two sshds): A on remote1, B on remote2.
+    with sim_rig(d, supervisor={"auto": True}, sides=("A", "B"), remote=True, hosts=2, route_s=1.0, routes=60,
                  stall_s=30.0) as rig_yaml:
         st = launch(rig_yaml, d)
+        assert cli(rig_yaml, "launch", "B", "--yes", "--json", timeout=120).returncode == 0
         layout = SimLayout.of(d)
+        if netns_available() is None:
+            assert all(h.netns for h in sim_hosts.hosts(layout).values())
         assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) >= 1, 60), "no route finished"
 
-        assert sim_sshd.drop(layout) >= 1
-        assert not sim_sshd.listeners(layout)
+        assert sim_sshd.drop(layout, "remote1") >= 1
+        assert not sim_sshd.listeners(layout, "remote1")
         before = len(done_records(checkpoint(d, "A")))
-        # The link is down: the console cannot see the side (UNKNOWN, never DEAD) ...
+        # The link is down: the console cannot see A (UNKNOWN, never DEAD); B on the other host is unaffected.
         blind = status(rig_yaml)
-        assert blind["evaluator"]["state"] == "UNKNOWN", blind["evaluator"]
-        # ... while the supervisor and its evaluator run on and finish more routes.
+        assert blind["A"]["evaluator"]["state"] == "UNKNOWN", blind["A"]["evaluator"]
+        assert blind["B"]["evaluator"]["state"] == "ALIVE", blind["B"]["evaluator"]
+        # ... while A's supervisor and evaluator run on and finish more routes.
         assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) >= before + 2, 60)
         assert alive(st["pid"], st["create_time"])
 
-        sim_sshd.restart(layout)
+        sim_sshd.restart(layout, "remote1")
         # A console started now rediscovers the run through the host: same supervisor, same attempt.
-        seen = status(rig_yaml)
+        seen = status(rig_yaml)["A"]
         assert seen["evaluator"]["state"] == "ALIVE", seen
         assert seen["supervisor"]["state"] != "UNKNOWN", seen
         now = harness_state(d, "A")
