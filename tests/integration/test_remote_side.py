@@ -36,10 +36,15 @@ def launch(rig_yaml: Path, d: Path) -> dict:
     return st
 
 
-def test_launch_hang_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> None:
+def audit_lines(d: Path, operation: str) -> list[dict]:
+    lines = [json.loads(ln) for ln in (d / "state" / "audit.jsonl").read_text().splitlines() if ln.strip()]
+    return [a for a in lines if a["operation"] == operation and a["outcome"] == "done"]
+
+
+def test_launch_guided_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> None:
     d = tmp_path / "sim"
-    with sim_rig(d, supervisor={"auto": True, "watch_s": 1.0}, sides=("A",), remote=True, route_s=1.0,
-                 routes=40, stall_s=3.0) as rig_yaml:
+    with sim_rig(d, supervisor={"auto": False}, sides=("A",), remote=True, route_s=1.0, routes=40,
+                 stall_s=3.0) as rig_yaml:
         dry = cli(rig_yaml, "launch", "A", "--dry-run", "--json")
         plan = json.loads(dry.stdout)
         assert plan["refused"] is None, plan
@@ -54,19 +59,24 @@ def test_launch_hang_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> 
         with open(f"/proc/{st['pid']}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
         assert int(fields[3]) == st["pid"], "the supervisor is its own session leader (setsid)"
-
         seen = status(rig_yaml)["A"]
         assert seen["evaluator"]["state"] == "ALIVE", seen
         assert seen["supervisor"]["state"] not in (None, "UNKNOWN"), seen
 
-        # hang → the supervisor on the remote host recovers by itself (its chain, its local identities).
+        # hang → guided recovery from the console: the remote chain's exact pids (re-checked on that host by
+        # its signal script), then the supervisor started there again, resuming.
         assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) >= 1, 60), "no route finished"
         sim.inject(d, "A", "hang")
-        assert wait_until(lambda: (harness_state(d, "A") or {}).get("recoveries", 0) >= 1, 90), harness_state(d, "A")
-        assert wait_until(lambda: (harness_state(d, "A") or {}).get("attempt", 0) >= 2, 60), harness_state(d, "A")
-        audit = [json.loads(ln) for ln in (d / "state" / "audit.jsonl").read_text().splitlines() if ln.strip()]
-        stops = [a for a in audit if a["operation"] == "stop-chain" and a["outcome"] == "done"]
-        assert stops and stops[-1]["host"] == "remote" and stops[-1]["pid"] == st["pid"], stops[-1:]
+        assert wait_until(lambda: status(rig_yaml)["A"]["heartbeat"]["state"] == "STALE", 60)
+        res = cli(rig_yaml, "recover", "A", "--yes", "--json", timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        steps = {s["name"]: s["status"] for s in json.loads(res.stdout)["steps"]}
+        assert steps["kill"] == "done" and steps["relaunch"] == "done", steps
+        assert not alive(st["pid"], st["create_time"])
+        stop = audit_lines(d, "stop-chain")[-1]
+        assert stop["host"] == "remote" and st["pid"] in [t["pid"] for t in stop["targets"]], stop
+        again = harness_state(d, "A")
+        assert again is not None and again["pid"] != st["pid"] and again["status"] == "running", again
 
         # finish → IDLE → reclaim from the console: the server's exact pids, re-checked on the remote host.
         sim.inject(d, "A", "finish")
@@ -82,8 +92,8 @@ def test_launch_hang_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> 
 def test_ssh_link_dropped_mid_run_leaves_the_run_going(tmp_path: Path) -> None:
     d = tmp_path / "sim"
     # Two hosts (two namespaces, two sshds): A on remote1, B on remote2.
-    with sim_rig(d, supervisor={"auto": True}, sides=("A", "B"), remote=True, hosts=2, route_s=1.0, routes=60,
-                 stall_s=30.0) as rig_yaml:
+    with sim_rig(d, supervisor={"auto": True, "watch_s": 1.0}, sides=("A", "B"), remote=True, hosts=2,
+                 route_s=1.0, routes=60, stall_s=4.0) as rig_yaml:
         st = launch(rig_yaml, d)
         assert cli(rig_yaml, "launch", "B", "--yes", "--json", timeout=120).returncode == 0
         layout = SimLayout.of(d)
@@ -109,3 +119,9 @@ def test_ssh_link_dropped_mid_run_leaves_the_run_going(tmp_path: Path) -> None:
         assert seen["supervisor"]["state"] != "UNKNOWN", seen
         now = harness_state(d, "A")
         assert now is not None and (now["pid"], now["attempt"]) == (st["pid"], st["attempt"])
+
+        # hang → the supervisor on remote1 recovers by itself (its own chain, its host's local identities).
+        sim.inject(d, "A", "hang")
+        assert wait_until(lambda: (harness_state(d, "A") or {}).get("recoveries", 0) >= 1, 90), harness_state(d, "A")
+        stop = audit_lines(d, "stop-chain")[-1]
+        assert (stop["host"], stop["pid"]) == ("remote1", st["pid"]), stop
