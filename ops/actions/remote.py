@@ -159,3 +159,20 @@ async def start_harness(host: Host, rig: RigConfig, side: str, argv: list[str], 
     except SpawnError as e:
         return None, f"harness not started on {host.name}: {e}"
     return pid, await wait_harness(host, rig, side, pid, within)
+
+
+async def write_file(host: Host, path: str, text: str, timeout: float = READ_TIMEOUT_S) -> str | None:
+    """Write `text` to `path` on the host atomically (a temp file renamed over it); the error, or None.
+    The text travels as an argument of a constant script, never pasted into a shell string."""
+    res = await host.run(["sh", "-c", 'printf "%s" "$1" > "$2.tmp.$$" && mv -f -- "$2.tmp.$$" "$2"',
+                          "write_file", text, path], timeout=timeout)
+    return None if res.ok else f"write {path} on {host.name}: {res.why()}"
+
+
+async def alive_on(host: Host, pid: int, create_time: float) -> bool | None:
+    """Is (pid, create_time) a live process on the host? None when its process table cannot be read."""
+    table = await host.platform.process_table(READ_TIMEOUT_S, frozenset([pid]))
+    if not table.ok:
+        return None
+    p = table.procs.get(pid)
+    return p is not None and p.state != "Z" and abs(p.create_time - create_time) <= 0.05

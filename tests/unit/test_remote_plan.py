@@ -129,3 +129,27 @@ def test_remote_resume_decision_reads_the_checkpoint_on_the_host(rig) -> None:
     assert decision.verdict == "UNKNOWN" and decision.refused   # half-written: refused, never "empty"
     decision, cp, _ = asyncio.run(remote.decide_on(FakeHost("gpu1"), sc))
     assert decision.verdict == "ABSENT" and cp.data is None
+
+
+def test_a_file_written_on_a_host_is_exact_and_never_shell_text(tmp_path: Path) -> None:
+    from ops.platform.local import LocalHost
+    host = LocalHost("here", "linux")
+    text = json.dumps({"routes": ["RouteScenario_1'; touch pwned; echo '$(id)`id`"], "at": 1.0})
+    path = tmp_path / "putback.json"
+    assert asyncio.run(remote.write_file(host, str(path), text)) is None
+    assert path.read_text() == text and not (tmp_path / "pwned").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["putback.json"]   # no temp file left
+    why = asyncio.run(remote.write_file(host, str(tmp_path / "missing" / "x.json"), text))
+    assert why is not None and "here" in why
+
+
+def test_liveness_on_a_host_is_pid_and_create_time(tmp_path: Path) -> None:
+    import os
+
+    from ops.platform.local import LocalHost
+    from ops.platform.procs import read_proc
+    me = read_proc(os.getpid())
+    assert me is not None
+    host = LocalHost("here", "linux")
+    assert asyncio.run(remote.alive_on(host, me.pid, me.create_time)) is True
+    assert asyncio.run(remote.alive_on(host, me.pid, me.create_time - 5)) is False   # a recycled pid
