@@ -41,12 +41,20 @@ def _path(layout: SimLayout):
 def start(layout: SimLayout, names: list[str], use_netns: bool | None = None) -> dict[str, SimHost]:
     """The hosts, each with its sshd running (recorded for `sim down`). use_netns None: where root allows."""
     from sim import sshd
+    auto = use_netns is None
     if use_netns is None:
         use_netns = available() is None
     made: dict[str, SimHost] = {}
     record: dict[str, dict] = {}
     for name in names:
-        ns = NetNs.create("ccr") if use_netns else None
+        ns = None
+        if use_netns:
+            try:
+                ns = NetNs.create("ccr")
+            except RuntimeError:
+                if not auto or made:
+                    raise
+                use_netns = False   # root without CAP_NET_ADMIN (a locked-down container): 127.0.0.1 hosts
         record[name] = {"netns": ns.to_json() if ns else None}
         write_json_atomic(_path(layout), record)   # before sshd: a failure below is torn down by `down`
         host = SimHost(name, ns.ns_addr if ns else "127.0.0.1", ns.name if ns else None, {})

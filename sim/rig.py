@@ -281,7 +281,7 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
        route_s: float = ROUTE_S, routes: int = 10, stall_s: float = 6.0,
        excluded: Sequence[Sequence] | None = None, gpus: dict[str, Any] | None = None,
        tick_s: float = 0.5, eval_timeout_s: float = 600.0, adapter: int = 0,
-       server_mode: str = "external", remote: bool = False, hosts: int = 1) -> Path:
+       server_mode: str = "external", remote: bool = False, hosts: int = 1, netns: bool | None = None) -> Path:
     """Create the rig under dir, start its servers (and evaluators); return the rig.yaml path.
 
     server_mode 'evaluator': no server is started; each side's evaluator is the unpatched Bench2Drive one
@@ -291,6 +291,7 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
     hosts=N, sides dealt round robin), each a network namespace with a real sshd of its own where root
     allows, else an sshd on 127.0.0.1 (sim/hosts.py; own host key and known_hosts). Same machine and
     filesystem, so the sim's servers (started in the host's namespace) and files are that host's.
+    netns: True/False forces namespaces / 127.0.0.1 (None: namespaces where root allows).
 
     Refuses (RuntimeError) when processes of an earlier `up` in dir are still alive: `down` first.
     On any failure, whatever it started is stopped again before the error propagates.
@@ -304,7 +305,7 @@ def up(dir: str | Path, *, sides: Sequence[str] = ("A", "B"), start_evaluators: 
         if remote:
             from sim import hosts as sim_hosts
             names = ["remote"] if hosts <= 1 else [f"remote{i + 1}" for i in range(hosts)]
-            remote_hosts = sim_hosts.start(layout, names)
+            remote_hosts = sim_hosts.start(layout, names, use_netns=netns)
             placed = {s: names[i % len(names)] for i, s in enumerate(sides)}
         states, launchers = _launch_sides(layout, sides, excluded_ranges, route_s, routes, tick_s,
                                           eval_timeout_s, adapter, launch=server_mode == "external", placed=placed)

@@ -43,8 +43,10 @@ def audit_lines(d: Path, operation: str) -> list[dict]:
 
 def test_launch_guided_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> None:
     d = tmp_path / "sim"
-    with sim_rig(d, supervisor={"auto": False}, sides=("A",), remote=True, route_s=1.0, routes=40,
+    # This one on the fallback topology (an sshd on 127.0.0.1); the next one on network namespaces.
+    with sim_rig(d, supervisor={"auto": False}, sides=("A",), remote=True, netns=False, route_s=1.0, routes=40,
                  stall_s=3.0) as rig_yaml:
+        assert sim_hosts.hosts(SimLayout.of(d))["remote"].address == "127.0.0.1"
         dry = cli(rig_yaml, "launch", "A", "--dry-run", "--json")
         plan = json.loads(dry.stdout)
         assert plan["refused"] is None, plan
