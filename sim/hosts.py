@@ -58,7 +58,7 @@ def start(layout: SimLayout, names: list[str], use_netns: bool | None = None) ->
         record[name] = {"netns": ns.to_json() if ns else None}
         write_json_atomic(_path(layout), record)   # before sshd: a failure below is torn down by `down`
         host = SimHost(name, ns.ns_addr if ns else "127.0.0.1", ns.name if ns else None, {})
-        server = sshd.start(layout, name, host)
+        server = sshd.start(layout, name, host.address, host.argv(), host.env)
         made[name] = SimHost(host.name, host.address, host.netns, server.host_config(layout))
         record[name]["address"] = host.address
         write_json_atomic(_path(layout), record)
@@ -83,3 +83,15 @@ def teardown(layout: SimLayout) -> None:
             with contextlib.suppress(Exception):
                 NetNs(**ns).close()
     _path(layout).unlink(missing_ok=True)
+
+
+def drop(layout: SimLayout, name: str) -> int:
+    """Host `name`'s link goes down: its sshd and every session it holds are killed (sim/sshd.py drop)."""
+    from sim import sshd
+    return sshd.drop(layout, name)
+
+
+def restart(layout: SimLayout, name: str) -> int:
+    """Host `name`'s link comes back: its sshd again, in its namespace, same port and host key."""
+    from sim import sshd
+    return sshd.restart(layout, name, hosts(layout)[name].argv())

@@ -16,15 +16,11 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psutil
 
 from sim.layout import SimLayout
 from sim.procs import ProcRecord, identify, record_started, started, stop, with_descendants
-
-if TYPE_CHECKING:
-    from sim.hosts import SimHost
 
 SSHD = os.environ.get("CARLA_CONSOLE_SSHD", "/usr/sbin/sshd")
 # Carried into every ssh session: a test session's mark (tests/conftest.py finds leftovers by it), so a
@@ -79,9 +75,9 @@ def config_text(d: Path, listen: str, port: int, env: dict[str, str] | None = No
     ])
 
 
-def _spawn(layout: SimLayout, d: Path, host: SimHost) -> subprocess.Popen:
+def _spawn(layout: SimLayout, d: Path, prefix: list[str]) -> subprocess.Popen:
     with open(d / "sshd.log", "ab") as log:
-        proc = subprocess.Popen(host.argv(SSHD, "-D", "-e", "-f", str(d / "sshd_config")), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([*prefix, SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=log, start_new_session=True)
     try:
         record_started(layout, [ProcRecord.of(psutil.Process(proc.pid), "sshd")])
@@ -127,24 +123,25 @@ def drop(layout: SimLayout, name: str = "remote") -> int:
     return len(report.terminated) + len(report.killed)
 
 
-def restart(layout: SimLayout, name: str = "remote", wait_s: float = 15.0) -> int:
-    """The link comes back: sshd again with the same config, port and host key; returns its pid."""
+def restart(layout: SimLayout, name: str, prefix: list[str], wait_s: float = 15.0) -> int:
+    """The link comes back: sshd again with the same config, port and host key (prefix: the argv that runs
+    it on that host, sim/hosts.py); returns its pid."""
     d = layout.sim / "sshd" / name
     text = (d / "sshd_config").read_text()
     port = int(next(ln.split()[1] for ln in text.splitlines() if ln.startswith("Port ")))
     listen = next(ln.split()[1] for ln in text.splitlines() if ln.startswith("ListenAddress "))
-    from sim.hosts import hosts
-    proc = _spawn(layout, d, hosts(layout)[name])
+    proc = _spawn(layout, d, prefix)
     if not _listening(proc, listen, port, wait_s):
         raise RuntimeError(f"sshd for sim host {name} did not listen again on {listen}:{port}: "
                            + (d / "sshd.log").read_text(errors="replace")[-1500:])
     return proc.pid
 
 
-def start(layout: SimLayout, name: str, host: SimHost, wait_s: float = 15.0) -> SimSshd:
-    """Keys, config and a running sshd on `host` (in its namespace, on port 22 there; else on a free port of
-    127.0.0.1), recorded for `sim down`. Raises RuntimeError with sshd's log."""
-    listen = host.address
+def start(layout: SimLayout, name: str, listen: str, prefix: list[str], env: dict[str, str],
+          wait_s: float = 15.0) -> SimSshd:
+    """Keys, config and a running sshd for sim host `name` (prefix: the argv that runs a program there, its
+    namespace; it listens on port 22 there, else on a free port of 127.0.0.1), recorded for `sim down`.
+    env: set in every session. Raises RuntimeError with sshd's log."""
     if not os.path.exists(SSHD):
         raise RuntimeError(f"{SSHD} not found: `sim up --remote` needs OpenSSH's server "
                            "(apt-get install -y openssh-server)")
@@ -157,11 +154,11 @@ def start(layout: SimLayout, name: str, host: SimHost, wait_s: float = 15.0) -> 
     known_hosts = d / "known_hosts"
     last = ""
     for _ in range(3):   # a free port can be taken between the pick and sshd's bind: pick again
-        port = 22 if host.netns else _free_port(listen)
-        (d / "sshd_config").write_text(config_text(d, listen, port, host.env))
+        port = 22 if prefix else _free_port(listen)
+        (d / "sshd_config").write_text(config_text(d, listen, port, env))
         pattern = listen if port == 22 else f"[{listen}]:{port}"   # known_hosts' own syntax for port 22
         known_hosts.write_text(f"{pattern} {' '.join(host_pub.split()[:2])}\n")
-        proc = _spawn(layout, d, host)
+        proc = _spawn(layout, d, prefix)
         if _listening(proc, listen, port, wait_s):
             return SimSshd(d, listen, port, getpass.getuser(), d / "client_ed25519", known_hosts, proc.pid)
         if proc.poll() is None:

@@ -103,7 +103,7 @@ def test_ssh_link_dropped_mid_run_leaves_the_run_going(tmp_path: Path) -> None:
             assert all(h.netns for h in sim_hosts.hosts(layout).values())
         assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) >= 1, 60), "no route finished"
 
-        assert sim_sshd.drop(layout, "remote1") >= 1
+        assert sim_hosts.drop(layout, "remote1") >= 1
         assert not sim_sshd.listeners(layout, "remote1")
         before = len(done_records(checkpoint(d, "A")))
         # The link is down: the console cannot see A (UNKNOWN, never DEAD); B on the other host is unaffected.
@@ -114,7 +114,7 @@ def test_ssh_link_dropped_mid_run_leaves_the_run_going(tmp_path: Path) -> None:
         assert wait_until(lambda: len(done_records(checkpoint(d, "A"))) >= before + 2, 60)
         assert alive(st["pid"], st["create_time"])
 
-        sim_sshd.restart(layout, "remote1")
+        sim_hosts.restart(layout, "remote1")
         # A console started now rediscovers the run through the host: same supervisor, same attempt.
         seen = status(rig_yaml)["A"]
         assert seen["evaluator"]["state"] == "ALIVE", seen
