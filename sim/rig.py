@@ -216,7 +216,11 @@ def start_evaluator(dir: str | Path, side: str, *, resume: bool = False,
     # Unbuffered, as the console's pinned execution runs it: the log's mtime is the heartbeat.
     environ = {**os.environ, "PYTHONUNBUFFERED": "1", **side_env(layout, st), **(env or {})}
     with open(log, "ab") as fh:   # an open file, no pipe: nothing buffers between it and the log
-        proc = subprocess.Popen(evaluator_argv(layout, st, resume=resume), cwd=work, env=environ,
+        argv = evaluator_argv(layout, st, resume=resume)
+        if st.host != "local":   # on its remote sim host: inside that host's namespace
+            from sim.hosts import hosts
+            argv = hosts(layout)[st.host].argv(*argv)
+        proc = subprocess.Popen(argv, cwd=work, env=environ,
                                 stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     rec = ProcRecord.of(psutil.Process(proc.pid), "conda", side)
