@@ -3,7 +3,8 @@
 `plan_launch` only reads (the dry-run shows exactly what a launch would do and refuses the same way);
 `execute_launch` goes through the guard (Op.RELAUNCH), backs the checkpoint up and starts
 `carla-console -c RIG harness SIDE` in its own session, so the run survives the console and its SSH
-session. The harness (ops/actions/harness.py) calls `plan_launch` again before every attempt: the rule is applied
+session. A side on a remote (ssh) evaluator host: the same, started on that host with `--as-host NAME`, its
+files read through the host (ops/actions/remote.py). The harness (ops/actions/harness.py) calls `plan_launch` again before every attempt: the rule is applied
 where the evaluator is actually started, not just once at the console.
 
 Refusals (exit 3): this side's evaluator or harness already running (a second one would fight for the
