@@ -21,6 +21,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.tui.audit_feed import REMOTE_TAIL_BYTES, REMOTE_TAIL_LINES, AuditFeed
 from console.tui.protocol import ActionResult, PortsReport, StepOutcome, Unavailable
 from ops.actions import adapter, launch, reclaim, recovery, restart_server
 from ops.actions.audit import Audit
@@ -62,6 +63,8 @@ class LiveBackend:
         self._stack = AsyncExitStack()
         self._audit = Audit(rig.state_dir)
         self._audit_key: tuple[float, int] | None = None
+        self._feed = AuditFeed(self._audit.read)
+        self._audit_tasks: set[asyncio.Task] = set()
         # Planner values richer than the Plan (a LaunchPlan), kept to execute exactly what was shown.
         self._planned: dict[int, Any] = {}
 
@@ -70,6 +73,9 @@ class LiveBackend:
         self.live = await self._stack.enter_async_context(open_rig(self.rig))
 
     async def close(self) -> None:
+        for task in list(self._audit_tasks):
+            task.cancel()
+        await asyncio.gather(*self._audit_tasks, return_exceptions=True)
         await self._stack.aclose()
 
     @property
@@ -77,6 +83,7 @@ class LiveBackend:
         return Guard(self.live.hosts, self._audit)
 
     async def probe(self, side: str, rpc: bool | None = None) -> SideSnapshot:
+        self._start_remote_audit(side)
         # The pane shows HUNG as the side's supervisor measured it, as `status` does (display only: the
         # plans of `h` and the guard measure afresh).
         if self.rig.engine == "process":
@@ -92,16 +99,35 @@ class LiveBackend:
         return await tail_lines(self.live.hosts[sc.evaluator.host], sc.evaluator.path(sc.evaluator.log), n,
                                 10.0, max_bytes=64 * 1024)
 
+    def _start_remote_audit(self, side: str) -> None:
+        """Beside the probe, never in its way: a slow or lost host delays only its own audit lines."""
+        task = asyncio.ensure_future(self._remote_audit(side))
+        self._audit_tasks.add(task)
+        task.add_done_callback(self._audit_tasks.discard)
+
+    async def _remote_audit(self, side: str) -> None:
+        """A remote evaluator host's supervisor audits there: its tail joins the feed (AuditFeed)."""
+        host = self.live.hosts.get(self.rig.sides[side].evaluator.host)
+        if host is None or host.is_local or not self._feed.due(host.name):
+            return
+        from ops.platform.files import tail_lines
+        try:
+            lines = await tail_lines(host, str(self._audit.path), REMOTE_TAIL_LINES, 10.0, max_bytes=REMOTE_TAIL_BYTES)
+        except Exception:   # a host object that failed oddly: its lines come with a later look
+            return
+        self._feed.remote_lines(lines)
+
     def audit(self) -> list[dict[str, Any]] | None:
         try:
             st = os.stat(self._audit.path)
         except FileNotFoundError:
-            return None if self._audit_key is None else []
-        key = (st.st_mtime, st.st_size)
-        if key == self._audit_key:
-            return None
-        self._audit_key = key
-        return self._audit.read()
+            st = None
+        key = (st.st_mtime, st.st_size) if st is not None else None
+        if key != self._audit_key:
+            # First the local file (read after any remote tail): a shared state dir's lines are then known.
+            self._audit_key = key
+            self._feed.local_changed()
+        return self._feed.records()
 
     # ----- ports -------------------------------------------------------------------------------------
     async def scan_ports(self) -> PortsReport:
