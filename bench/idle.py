@@ -9,7 +9,7 @@ CPU comes from /proc/PID/stat over the window: each process's own utime+stime, a
 children (cutime+cstime: the probes it runs as subprocesses, e.g. the carla RPC probe in the side's conda
 env, nvidia-smi). The target (issue 18, as corrected): console (own + children) <= 1.5x the trivial app.
 
-    python bench/idle.py [--seconds 60] [--warmup 5] [--checkout DIR] [--variant real|no-poll|ops-only]
+    python bench/idle.py [--seconds 60] [--warmup 5] [--checkout DIR] [--variant real|no-poll|ops-only] [--trace F]
 """
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ def main() -> int:
                          "the cost")
     ap.add_argument("--checkout", metavar="DIR", help="run the console of another checkout (another commit) "
                     "with this one's Python, for a comparison in the same round; its rig is this one's sim")
+    ap.add_argument("--trace", metavar="FILE", help="attribution: `strace -f -e execve` on the console over the "
+                    "window, into FILE (the probe programs it ran); the figures then include strace's own cost")
     a = ap.parse_args()
     become_subreaper()
     print(machine_line())
@@ -80,6 +82,8 @@ def main() -> int:
             time.sleep(a.warmup)
             screens = [console.screen()]
             pids = {"console": pid, "trivial": tpid, **({"htop": hpid} if hpid else {})}
+            tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=execve", "-o", a.trace, "-p", str(pid)],
+                                      stdin=subprocess.DEVNULL) if a.trace else None
             t0 = {k: cpu_times(p) for k, p in pids.items()}
             deadline = time.monotonic() + a.seconds
             while time.monotonic() < deadline:   # look at the screen a few times only
@@ -89,6 +93,9 @@ def main() -> int:
                 except subprocess.SubprocessError:   # a loaded machine: tmux answers late; the CPU figures stand
                     pass
             t1 = {k: cpu_times(p) for k, p in pids.items()}
+            if tracer is not None:
+                tracer.terminate()
+                tracer.wait()
             wall = t1["console"].at - t0["console"].at
             pct = {k: (t1[k].own - t0[k].own) / wall * 100 for k in pids}
             kids = (t1["console"].children - t0["console"].children) / wall * 100

@@ -1,4 +1,3 @@
-"""Hosts: one async interface to run argv on a machine, local or remote, always with a timeout."""
-from ops.platform.base import Host, Result
-
-__all__ = ["Host", "Result"]
+"""Hosts: one async interface to run argv on a machine, local or remote, always with a timeout
+(ops/platform/base.py). Empty on purpose: the sim's fake tools import ops.platform.atomic and must start
+fast, without the whole platform."""

@@ -355,11 +355,17 @@ async def test_a_hung_host_greys_only_its_own_pane() -> None:
 
 
 class SlowBBackend(FakeBackend):
-    """B's probe takes 20 ms longer than A's, as a remote side does."""
+    """B's probe takes longer than A's, as a remote side does: 20 ms, or until the test opens `gate`
+    (a loaded machine may take longer than any fixed delay to look at A in between)."""
+
+    gate: asyncio.Event | None = None
 
     async def probe(self, side: str, rpc: bool | None = None):
         if side == "B":
-            await asyncio.sleep(0.02)
+            if self.gate is not None:
+                await self.gate.wait()
+            else:
+                await asyncio.sleep(0.02)
         return await super().probe(side, rpc)
 
 
@@ -391,12 +397,14 @@ async def test_the_sides_of_a_beat_are_shown_together(monkeypatch) -> None:
             if set(app._poll_wake) == set(app.sides):
                 break
             await settle(pilot, 0.05)
+        gate = app.backend.gate = asyncio.Event()
         for side in app.sides:
             app._start_poll(side, None)
         deadline = time.monotonic() + 30
         while ("probe", "A", None) not in app.backend.calls and time.monotonic() < deadline:
             await pilot.pause(0.001)
         assert ("probe", "A", None) in app.backend.calls and app.main.pane("A").snap is None   # A held for B
+        gate.set()
         while len(shown) < 2 and time.monotonic() < deadline:
             await pilot.pause(0.01)
         assert shown == [("A", True), ("B", True)]     # one batch: one compositor pass
