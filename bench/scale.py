@@ -1,5 +1,7 @@
-"""Benchmark: the console at scale. A 2-side rig on one host (the baseline), then N sides (default 32) as
-SLURM jobs on a one-node cluster of the benchmark's own (tests/support/slurm.py), and prints one line:
+"""Benchmark: the console at scale. A 2-side rig on one host (the baseline), then N sides (default 32) on
+H ssh hosts (default 4: network namespaces, each with its own sshd, `sim up --remote --hosts H`; an sshd on
+127.0.0.1 each where namespaces cannot be made), or with `--engine slurm` as SLURM jobs on a one-node
+cluster of the benchmark's own (tests/support/slurm.py), and prints one line:
 
     scale: S sides on H hosts: beat median X ms (2 sides: Y ms), key p99 Z ms, idle W % (trivial Textual app T %, htop V %)
 
@@ -11,7 +13,7 @@ SLURM jobs on a one-node cluster of the benchmark's own (tests/support/slurm.py)
 - idle: CPU of the console, of bench/trivial_app.py (20 lines repainted once a second) and of `htop -d 10`,
   each in its own tmux at 80x24, side by side over the same --seconds window. Target: W <= 1.5 x T.
 
-    python bench/scale.py [--sides 32] [--beats 10] [--keys 40] [--seconds 30]
+    python bench/scale.py [--sides 32] [--hosts 4 | --engine slurm] [--beats 10] [--keys 40] [--seconds 30]
 """
 from __future__ import annotations
 
@@ -83,6 +85,8 @@ def main() -> int:
     ap.add_argument("--beats", type=int, default=10)
     ap.add_argument("--keys", type=int, default=40)
     ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--hosts", type=int, default=4, help="ssh hosts of the N-side rig (engine process)")
+    ap.add_argument("--engine", choices=["process", "slurm"], default="process")
     a = ap.parse_args()
     become_subreaper()
     print(machine_line())
@@ -96,17 +100,25 @@ def main() -> int:
     print(f"2 sides, 1 host: beat median {y:.1f} ms (p90 {pct(base, 0.9):.1f})")
 
     tmp = Path(tempfile.mkdtemp(prefix="carla-scale-"))
-    cluster = Cluster.start(tmp / "cluster", gpus=max(8, a.sides))   # a GPU a side: none waits for one
-    os.environ["SLURM_CONF"] = str(cluster.conf)
+    names = side_names(a.sides)
+    cluster = None
     tmuxes: list[Tmux] = []
     try:
-        names = side_names(a.sides)
         t0 = time.monotonic()
-        rig_yaml = sim_cli.up_slurm(tmp / "rig", names, route_s=600.0, routes=200, gres="gpu:1")
-        print(f"{a.sides} sides as one job array on {cluster.node}: running after {time.monotonic() - t0:.0f} s")
+        if a.engine == "slurm":
+            cluster = Cluster.start(tmp / "cluster", gpus=max(8, a.sides))   # a GPU a side: none waits for one
+            os.environ["SLURM_CONF"] = str(cluster.conf)
+            rig_yaml = sim_cli.up_slurm(tmp / "rig", names, route_s=600.0, routes=200, gres="gpu:1")
+            n_hosts, where = 1, f"one job array on {cluster.node}"
+        else:
+            from sim import rig as sim
+            rig_yaml = Path(sim.up(tmp / "rig", sides=names, remote=True, hosts=a.hosts, route_s=600.0,
+                                   routes=200, eval_timeout_s=600.0))
+            n_hosts, where = a.hosts, f"{a.hosts} ssh hosts"
+        print(f"{a.sides} sides on {where}: running after {time.monotonic() - t0:.0f} s")
         many = asyncio.run(beat_ms(rig_yaml, a.beats))
         x = statistics.median(many)
-        print(f"{a.sides} sides, SLURM: beat median {x:.1f} ms (p90 {pct(many, 0.9):.1f}); ratio {x / y:.1f}x "
+        print(f"{a.sides} sides, {a.engine}: beat median {x:.1f} ms (p90 {pct(many, 0.9):.1f}); ratio {x / y:.1f}x "
               f"for {a.sides / 2:.0f}x the sides")
 
         console, trivial, htop = Tmux("scale-console", W, H), Tmux("scale-trivial", W, H), Tmux("scale-htop", W, H)
@@ -128,7 +140,7 @@ def main() -> int:
         z = pct(lat, 0.99)
         print(f"keys: {len(lat)} presses of Down, median {statistics.median(lat):.0f} ms, p99 {z:.0f} ms "
               f"(includes tmux send-keys and capture-pane)")
-        print(f"scale: {a.sides} sides on 1 hosts: beat median {x:.0f} ms (2 sides: {y:.0f} ms), key p99 {z:.0f} ms, "
+        print(f"scale: {a.sides} sides on {n_hosts} hosts: beat median {x:.0f} ms (2 sides: {y:.0f} ms), key p99 {z:.0f} ms, "
               f"idle {idle:.2f} % (trivial Textual app {triv:.2f} %, htop {hto:.2f} %)")
         print(f"targets: beat {x / y:.1f}x <= 8x: {'met' if x / y <= 8 else 'NOT met'}; key p99 <= 100 ms: "
               f"{'met' if z <= 100 else 'NOT met'}; idle <= 1.5x trivial: {'met' if idle <= 1.5 * triv else 'NOT met'}")
@@ -139,7 +151,8 @@ def main() -> int:
                 t.stop()
         with contextlib.suppress(Exception):
             sim_cli.down(tmp / "rig")
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -41,12 +41,16 @@ def audit_lines(d: Path, operation: str) -> list[dict]:
     return [a for a in lines if a["operation"] == operation and a["outcome"] == "done"]
 
 
-def test_launch_guided_recovery_and_reclaim_on_the_remote_host(tmp_path: Path) -> None:
+@pytest.mark.parametrize("netns", [False, True], ids=["sshd-on-127.0.0.1", "sshd-in-a-namespace"])
+def test_launch_guided_recovery_and_reclaim_on_the_remote_host(tmp_path: Path, netns: bool) -> None:
+    if netns and netns_available() is not None:
+        pytest.skip(f"network namespaces: {netns_available()}")
     d = tmp_path / "sim"
-    # This one on the fallback topology (an sshd on 127.0.0.1); the next one on network namespaces.
-    with sim_rig(d, supervisor={"auto": False}, sides=("A",), remote=True, netns=False, route_s=1.0, routes=40,
+    # Both topologies: the fallback (an sshd on 127.0.0.1) and a network namespace with its own sshd.
+    with sim_rig(d, supervisor={"auto": False}, sides=("A",), remote=True, netns=netns, route_s=1.0, routes=40,
                  stall_s=3.0) as rig_yaml:
-        assert sim_hosts.hosts(SimLayout.of(d))["remote"].address == "127.0.0.1"
+        address = sim_hosts.hosts(SimLayout.of(d))["remote"].address
+        assert (address != "127.0.0.1") if netns else (address == "127.0.0.1"), address
         dry = cli(rig_yaml, "launch", "A", "--dry-run", "--json")
         plan = json.loads(dry.stdout)
         assert plan["refused"] is None, plan
