@@ -188,9 +188,10 @@ def soak(d: Path, *, routes: int = 40, n_faults: int = 10, seed: int = 1, route_
                 out = _cli(rig_yaml, "launch", s, "--yes")
                 if out.returncode != 0:
                     raise RuntimeError(f"launch {s}: {out.stdout}{out.stderr}")
-            plan = [(rnd.choice(SIDES), kinds[i % len(kinds)] if i < len(kinds) else rnd.choice(kinds))
-                    for i in range(n_faults)]
-            rnd.shuffle(plan)
+            # Every kind once first (in a random order, on random sides), then random ones: the sides finish
+            # when their routes do, so a kind left to the end of the plan might never land.
+            first = [(rnd.choice(SIDES), k) for k in rnd.sample(list(kinds), len(kinds))][:n_faults]
+            plan = first + [(rnd.choice(SIDES), rnd.choice(kinds)) for _ in range(n_faults - len(first))]
             faults: list[Fault] = []
             high = {s: 0 for s in SIDES}
             lost = 0

@@ -162,6 +162,7 @@ class Evaluator:
         self.stats = b2d.Statistics(args.checkpoint)
         self.sensors_initialized = False
         self.fast = False          # `finish`: complete what is left without waiting
+        self.deferred: str | None = None   # `agent-setup` taken mid-route: the next set-up fails
         self.client: Any = None   # a carla.Client once set up
         self.tm_socket: socket.socket | None = None
         self.interrupted = False
@@ -279,7 +280,7 @@ class Evaluator:
         self.stats.create_route_data(config, weather_id, save_name)
         say("\033[1m> Loading the world\033[0m")
         say("\033[1m> Setting up the agent\033[0m")
-        fault = self.faults.take()
+        fault, self.deferred = (self.deferred or self.faults.take()), None
         if fault == "agent-setup":
             say("\n\033[91mCould not set up the required agent:")
             say("\nTraceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory.\033[0m")
@@ -358,6 +359,9 @@ class Evaluator:
         elif fault == "finish":
             say("[sim] injected fault: finishing the remaining routes now")
             self.fast = True
+        elif fault == "agent-setup":
+            # Taken while a route runs: it is the next route's set-up that fails, as the fault says.
+            self.deferred = fault
 
 
 def main(argv: list[str] | None = None, sim_dir: str | os.PathLike[str] | None = None) -> int:

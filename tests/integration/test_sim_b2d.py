@@ -118,6 +118,20 @@ def test_agent_setup_failure_exits_255_and_resume_moves_past_it(one_side, tmp_pa
     assert recs[0]["status"] == "Failed - Agent couldn't be set up"   # a permanent 0 under the real rule
 
 
+def test_agent_setup_injected_mid_route_fails_the_next_routes_set_up(one_side, tmp_path, runs) -> None:
+    # `sim inject SIDE agent-setup` lands while a route runs: the route on goes on, the next set-up fails.
+    r = Run(one_side, tmp_path, route_s=60)
+    runs.append(r)
+    r.start()
+    assert wait_until(lambda: "step 2 " in r.text(), 15), r.text()
+    r.faults.write_text("agent-setup")
+    assert wait_until(lambda: not r.faults.exists(), 10)          # taken by the running route's tick
+    r.proc.send_signal(signal.SIGINT)                               # end that route now (plain Failed)
+    assert r.proc.wait(timeout=30) == 255, r.text()
+    statuses = [x["status"] for x in json.loads(r.cp.read_text())["_checkpoint"]["records"]]
+    assert statuses == ["Failed", "Failed - Agent couldn't be set up"], statuses
+
+
 def test_running_route_record_is_never_in_the_file(one_side, tmp_path, runs) -> None:
     r = Run(one_side, tmp_path, route_s=0.8)
     runs.append(r)
