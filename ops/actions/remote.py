@@ -22,7 +22,7 @@ import posixpath
 import sys
 import time
 
-from ops.actions.resume import CP_UNKNOWN, CheckpointRead, ResumeDecision, decide
+from ops.actions.resume import CP_UNKNOWN, CheckpointRead, ResumeDecision, decide, decide_read
 from ops.model import HostConfig, RigConfig, SideConfig
 from ops.platform.base import Host
 from ops.probes.harness_state import HarnessState, read_state_on, side_dir
@@ -84,14 +84,7 @@ async def decide_on(host: Host, sc: SideConfig) -> tuple[ResumeDecision, Checkpo
         return ResumeDecision(False, why, CP_UNKNOWN, refused=why), cp, rt
     if cp.data is None:
         return decide(None), cp, rt
-    routes: bytes | str = rt.data if rt.data is not None else (rt.error or f"{ev.path(ev.routes)} does not exist")
-    args = dict(ev.args)
-    try:
-        reps = int(args.get("repetitions", "1"))
-    except ValueError:
-        why = f"evaluator arg repetitions={args['repetitions']!r} is not an integer: route count UNKNOWN"
-        return ResumeDecision(False, why, CP_UNKNOWN, refused=why), cp, rt
-    return decide(cp.data, routes, repetitions=reps, subset=args.get("routes-subset") or None), cp, rt
+    return decide_read(sc, cp.data, rt), cp, rt
 
 
 async def log_check(host: Host, path: str) -> tuple[str, str]:

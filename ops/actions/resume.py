@@ -130,15 +130,20 @@ def decide_for(side: SideConfig) -> tuple[ResumeDecision, CheckpointRead]:
     if cp.data is None:
         return decide(None), cp
     # The routes file matters only for a resume; decide() ignores it otherwise (a missing one included).
-    rt = read_bytes(ev.path(ev.routes))
+    return decide_read(side, cp.data, read_bytes(ev.path(ev.routes))), cp
+
+
+def decide_read(side: SideConfig, checkpoint: bytes, rt: CheckpointRead) -> ResumeDecision:
+    """The decision on a checkpoint and the routes file as read (on this machine or the evaluator's host)."""
+    ev = side.evaluator
     routes: bytes | str = rt.data if rt.data is not None else (rt.error or f"{ev.path(ev.routes)} does not exist")
     args = dict(ev.args)
     try:
         reps = int(args.get("repetitions", "1"))
     except ValueError:
         why = f"evaluator arg repetitions={args['repetitions']!r} is not an integer: route count UNKNOWN"
-        return ResumeDecision(False, why, CP_UNKNOWN, refused=why), cp
-    return decide(cp.data, routes, repetitions=reps, subset=args.get("routes-subset") or None), cp
+        return ResumeDecision(False, why, CP_UNKNOWN, refused=why)
+    return decide(checkpoint, routes, repetitions=reps, subset=args.get("routes-subset") or None)
 
 
 # ---- backup ---------------------------------------------------------------------------------------
