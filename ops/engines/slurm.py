@@ -11,7 +11,8 @@
               `scontrol show job ID` right before `scancel ID`, then verified ended.
     requeue   a job lost to a node failure, the time limit or a kill from outside (FAILED/NODE_FAIL/
               TIMEOUT/...) while its side has routes left: Op.REQUEUE_JOB within slurm.requeue_budget
-              (SLURM's own Restarts counter is the evidence): `scontrol requeue ID` then release it.
+              (SLURM's own Restarts counter is the evidence): `scontrol requeue ID`; SLURM starts it again after its
+              requeue delay (cred_expire + 1 s), which is never cut short.
 
 Names: a side's own job is `cc.RIG.SIDE`; an array is `cc.RIG` with its task → side map in
 STATE/slurm/array-ID.json. A console started later finds every job by these names (rediscovery).
@@ -95,16 +96,14 @@ class SlurmClient:
         return res.ok, f"scancel {job_id}: " + ("ok" if res.ok else res.why())
 
     async def requeue(self, job_id: str) -> tuple[bool, str]:
+        # The requeued job waits out SLURM's own delay (AuthInfo cred_expire + 1 s, 121 s by default) before
+        # it starts again, and it must: the killed run's job credential stays revoked on the node until
+        # then, and a job released earlier is killed at launch ("Job credential revoked", exit 1), which
+        # spends the requeue budget for nothing.
         res = await self._run(["scontrol", "requeue", job_id])
         if not res.ok:
             return False, f"scontrol requeue {job_id}: {res.why()}"
-        # A requeued job waits out a begin-time delay (cred_expire + 1 s, 121 s by default) before it may
-        # start again; release it now. SLURM sets that delay only when the job is back in PENDING (a job
-        # still completing is requeued when it has completed), and a release sent before then is
-        # overwritten: wait for PENDING first (bounded).
-        await wait_state(self, job_id, frozenset({"PENDING"}), SETTLE_S)
-        rel = await self._run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
-        return True, f"scontrol requeue {job_id}: ok; release: " + ("ok" if rel.ok else rel.why())
+        return True, f"scontrol requeue {job_id}: ok (it starts again after SLURM's requeue delay, cred_expire + 1 s)"
 
     async def submit(self, argv_tail: Sequence[str], *, name: str, out: str, array: str | None = None,
                      gres: str | None = None) -> tuple[str | None, str]:
@@ -316,8 +315,7 @@ class SlurmEngine:
                          evidence=(f"scontrol: {info.display_id} {info.state} (reason {info.reason}, exit "
                                    f"{info.exit_code}), requeued {used} of {budget} times",
                                    f"job record: {'status ' + str(rec.get('status')) if same_job and rec else 'none for this job'}"),
-                         action=f"scontrol requeue {info.display_id}; scontrol update JobId={info.display_id} "
-                                "StartTime=now")
+                         action=f"scontrol requeue {info.display_id} (it starts again after SLURM's requeue delay)")
 
     def guard(self, live: Any) -> Guard:
         return Guard(live.hosts, Audit(self.rig.state_dir), jobs={self.cfg.cluster: self.client})

@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from ops.config import load_config
@@ -284,7 +285,17 @@ def test_two_simultaneous_launches_of_one_side_run_exactly_one(rig) -> None:
     assert st, harness_state(d, "B")
     n, tm = sides(d)["B"]["rpc_port"], sides(d)["B"]["tm_port"]
     from tests.faults.harness_kit import evaluators_of
-    inner = [p for p in evaluators_of(n, tm) if not any(c.ppid == p.pid for c in evaluators_of(n, tm))]
+    # One run: one innermost evaluator. conda run's tree is wrapper → shell → evaluator, and the shell
+    # carries no tokens: "innermost" is no token-carrying process below it, at any depth.
+    evs = evaluators_of(n, tm)
+    pids = {p.pid for p in evs}
+
+    def has_descendant_in_set(pid: int) -> bool:
+        try:
+            return any(c.pid in pids for c in psutil.Process(pid).children(recursive=True))
+        except psutil.Error:
+            return False
+    inner = [p for p in evs if not has_descendant_in_set(p.pid)]
     assert len(inner) == 1, [p.cmd_text(120) for p in inner]
 
 

@@ -28,6 +28,10 @@ MISSING = ("slurmctld/slurmd/munged not found: the SLURM tests need `apt-get ins
            "(.ci/run does)")
 START_TIMEOUT_S = 60.0     # a loaded 2-core machine: the node registers in ~1 s, allow far more
 STOP_TIMEOUT_S = 60.0
+# A requeued job waits cred_expire + 1 s before it starts again (the killed run's credential is revoked
+# until then); SLURM's default 120 s would make the requeue test wait two minutes. Long enough still for a
+# batch launch on a loaded machine.
+CRED_EXPIRE_S = 30
 
 
 def available() -> str | None:
@@ -156,7 +160,7 @@ class Cluster:
         lines = [
             f"ClusterName={self.name}",
             f"SlurmctldHost={self.node}(127.0.0.1)",
-            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.munge_socket}",
+            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.munge_socket},cred_expire={CRED_EXPIRE_S}",
             "SlurmUser=root", "SlurmdUser=root",
             f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}",
             f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={d / 'spool'}",
