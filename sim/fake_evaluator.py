@@ -217,8 +217,8 @@ class Evaluator:
         self.args.port = find_free_port(self.args.port)
         cmd = (f"{os.path.join(carla_path, 'CarlaUE4.sh')} -RenderOffScreen -nosound "
                f"-carla-rpc-port={self.args.port} -graphicsadapter={self.args.gpu_rank}")
-        # The real evaluator hands this string to a shell (Popen(shell=True)); its stand-in does the same
-        # through an explicit /bin/sh argv, in a new session as the real one.
+        # The real evaluator hands this one string to a shell; its stand-in does the same through an
+        # explicit /bin/sh argv, in a new session as the real one.
         server = subprocess.Popen(["/bin/sh", "-c", cmd], start_new_session=True)
         say(f"{cmd} {server.returncode}")
         atexit.register(os.killpg, server.pid, signal.SIGKILL)

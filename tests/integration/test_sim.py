@@ -282,7 +282,8 @@ def test_conda_wrapper_holds_the_command_and_ignores_term(sim, spawned):
     assert child_env["CONDA_DEFAULT_ENV"] == "sim-carla" and child_env["CONDA_PREFIX"].endswith("envs/sim-carla")
     wrapper.terminate()
     assert wrapper.wait(timeout=5) == -signal.SIGTERM
-    time.sleep(0.3)
+    # The wrapper is gone once its shell has a new parent: then the shell and the evaluator must live on.
+    assert wait_until(lambda: bash.ppid() != wrapper.pid, 10)
     assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE   # the trap: the evaluator lives on
     assert bash.is_running() and child.ppid() == bash.pid and bash.ppid() != wrapper.pid
     child.kill()                                            # reaped by its own pid
