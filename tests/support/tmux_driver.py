@@ -43,6 +43,10 @@ class Tmux:
     def screen(self, escapes: bool = False) -> str:
         return self.cmd("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "b")
 
+    def resize(self, width: int, height: int) -> None:
+        """A bigger terminal shows more of a scrolled widget (the event log), as an operator would read back."""
+        self.cmd("resize-window", "-t", "b", "-x", str(width), "-y", str(height))
+
     def keys(self, *keys: str) -> None:
         self.cmd("send-keys", "-t", "b", *keys)
 

@@ -84,7 +84,15 @@ def test_story_kill_plan_tokens_refused_launch_and_q_from_recovery(tmp_path: Pat
             # beat to be FRESH again, then hang it and wait for its pane and its event-log line.
             tmux.wait(lambda t: "FRESH" in a_beat(t, w), 60, "A FRESH on attempt 2")
             inject(d, "A", "hang")
-            tmux.wait(lambda t: "STALE" in a_beat(t, w) and "A heartbeat STALE" in flat(t), 60, "A's STALE line")
+            # At 80x24 the log shows four rows: the supervisor's needs-human line (it follows the stall) can
+            # push the STALE line out of sight. Every screen since the hang counts; failing that, a taller
+            # terminal reads the log back.
+            seen: list[str] = []
+            tmux.wait(lambda t: seen.append(flat(t)) is None and "STALE" in a_beat(t, w), 60, "A STALE in its pane")
+            if not any("A heartbeat STALE" in t for t in seen):
+                tmux.resize(w, 60)
+                tmux.wait(lambda t: "A heartbeat STALE" in flat(t), 30, "A's STALE line, read back")
+                tmux.resize(w, h)
             tmux.keys("r")
             modal = tmux.wait(lambda t: "stop the hung chain" in t and "Proceed" in t and "--port" in t, 60,
                               "the kill modal with the side's tokens")
