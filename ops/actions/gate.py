@@ -95,7 +95,10 @@ async def _gate(live, side: str, snap, alert: bool) -> Gate:
                                                      for n in others))))
     snaps[side] = snap
     # The preflight's conda start and imports take seconds: the resources are read meanwhile.
-    res_task = asyncio.ensure_future(read_resources(rig, live.hosts, snaps, tables, resource_timeout(rig)))
+    limit = resource_timeout(rig)
+    # A launch decides on the GPUs: a new reading (shared with a VRAM read under way, which is as new).
+    res_task = asyncio.ensure_future(read_resources(rig, live.hosts, snaps, tables, limit,
+                                                    read=lambda n: live.prober.gpu_reading(n, limit, fresh=True)))
 
     async def view():
         return (await res_task).gpus.get(sc.server.host)

@@ -91,11 +91,15 @@ def loopback_listeners(port: int, fresh_within_s: float = 0.0) -> list[str]:
     """The addresses of this machine's LISTEN sockets on port that a connect to 127.0.0.1:port reaches:
     what a connect would tell, without making one. fresh_within_s: a listing this recent will do (the
     sides of one beat share one). Raises OSError/ValueError on a bad read."""
+    return [str(s.address) for s in _listing(fresh_within_s) if s.port == port and s.address in _LOOPBACK_REACHED]
+
+
+def _listing(fresh_within_s: float) -> list[ListenSocket]:
     global _recent
     now = time.monotonic()
     if _recent is None or now - _recent[0] > fresh_within_s:
         _recent = (now, listen_sockets())
-    return [str(s.address) for s in _recent[1] if s.port == port and s.address in _LOOPBACK_REACHED]
+    return _recent[1]
 
 
 def _inode_owners(inodes: set[int]) -> dict[int, int]:
@@ -168,9 +172,10 @@ async def listeners(host: Host, timeout: float, interest: Iterable[int] = ()) ->
     return await host.platform.listeners(timeout, interest)
 
 
-def pid_listen_ports(pid: int) -> frozenset[int] | str:
+def pid_listen_ports(pid: int, fresh_within_s: float = 0.0) -> frozenset[int] | str:
     """The TCP ports this machine's process `pid` listens on (its fds against the LISTEN sockets); an error
-    string when it cannot be told (gone, another user's, the socket table unreadable)."""
+    string when it cannot be told (gone, another user's, the socket table unreadable). fresh_within_s: a
+    socket listing this recent will do (a beat's sides share one)."""
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError as e:
@@ -184,7 +189,7 @@ def pid_listen_ports(pid: int) -> frozenset[int] | str:
         if link.startswith("socket:["):
             mine.add(int(link[8:-1]))
     try:
-        socks = listen_sockets()
+        socks = _listing(fresh_within_s)
     except (OSError, ValueError, IndexError) as e:
         return f"cannot list listening sockets: {type(e).__name__}: {e}"
     return frozenset(s.port for s in socks if s.inode in mine)

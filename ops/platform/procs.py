@@ -136,11 +136,23 @@ class ProcTable:
         return out
 
 
+_BOOT_TIME_TTL_S = 60.0
+_boot_time_read: tuple[float, float] | None = None   # (monotonic time read, btime)
+
+
 def _boot_time() -> float:
+    """/proc/stat's btime, read again at most once a minute: a poll asked it twice a second (a /proc/stat
+    read each), and the kernel only moves it (by a second, when the wall clock is stepped) rarely."""
+    global _boot_time_read
+    now = time.monotonic()
+    if _boot_time_read is not None and now - _boot_time_read[0] < _BOOT_TIME_TTL_S:
+        return _boot_time_read[1]
     with open("/proc/stat", "rb") as f:
         for line in f:
             if line.startswith(b"btime"):
-                return float(line.split()[1])
+                btime = float(line.split()[1])
+                _boot_time_read = (now, btime)
+                return btime
     raise OSError("btime not found in /proc/stat")
 
 

@@ -14,6 +14,7 @@ from ops.platform.base import Host
 from ops.platform.files import read_text, stat_file
 from ops.platform.listeners import pid_listen_ports
 from ops.platform.procs import ProcTable
+from ops.platform.verbs import BEAT_SHARE_S
 from ops.probes.chain import Chain, find_chain
 from ops.probes.harness_state import HarnessState, read_state_on
 from ops.tristate import Evidence, State, Verdict
@@ -120,7 +121,7 @@ async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: P
         verdict = Verdict(State.ALIVE, evidence, f"evaluator pid {ev.pid}")
         phase = "running"
         if host.is_local:
-            listening = pid_listen_ports(ev.pid)
+            listening = pid_listen_ports(ev.pid, fresh_within_s=BEAT_SHARE_S)
     else:
         verdict = Verdict(State.DEAD, evidence, "no evaluator process")
         finished = cp.checkpoint is not None and cp.checkpoint.entry_status == "Finished"

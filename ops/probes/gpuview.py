@@ -1,22 +1,18 @@
-"""Which GPU each process is on, and each GPU's identity: `nvidia-smi` with uuids.
+"""Which GPU each process is on, and each GPU's identity: the resource guards' view of a VRAM reading.
 
 The VRAM probe (vram.py) answers "how full"; the resource guards also need "whose": the server's GPU is
-the one whose compute-apps list holds the server's pid (positive identification, unlike an adapter
-index), the model's GPU is named by its uuid (torch), and a process on a side's GPU that belongs to no
-side is someone else's load. `[N/A]` fields are unknown (None), never 0.
+the one whose process list holds the server's pid (positive identification, unlike an adapter index),
+the model's GPU is named by its uuid (torch), and a process on a side's GPU that belongs to no side is
+someone else's load. Both come from ONE reading of the host (NVML in-process, or `nvidia-smi -q -x`),
+shared with the VRAM pane by the prober's cadence, so graphics-only processes count here too. Unknown
+fields stay None, never 0.
 """
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass
 
-from ops.model import HostConfig
-from ops.platform.base import Host
+from ops.probes.vram import VramReading
 from ops.tristate import Evidence
-
-GPU_ARGS = ("--query-gpu=index,uuid,name,memory.used,memory.total", "--format=csv,noheader,nounits")
-APP_ARGS = ("--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits")
 
 
 @dataclass(frozen=True)
@@ -37,6 +33,7 @@ class GpuApp:
     pid: int
     gpu_uuid: str
     used_mb: int | None
+    type: str = "C"       # C, G, C+G as the driver lists it
 
 
 @dataclass(frozen=True)
@@ -64,65 +61,21 @@ class GpuView:
         return [a for a in self.apps or () if a.gpu_uuid == uuid]
 
 
-def _num(text: str) -> int | None:
-    text = text.strip()
-    try:
-        return int(float(text))
-    except ValueError:
-        return None   # [N/A], [Not Supported], empty
-
-
-def parse_gpus(text: str) -> tuple[GpuRow, ...] | str:
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 5 or _num(parts[0]) is None:
-            return f"unexpected nvidia-smi gpu line {line[:200]!r}"
-        rows.append(GpuRow(int(parts[0]), parts[1], parts[2], _num(parts[3]), _num(parts[4])))
-    return tuple(rows)
-
-
-def parse_apps(text: str) -> tuple[GpuApp, ...] | str:
-    apps = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3 or _num(parts[0]) is None:
-            return f"unexpected nvidia-smi compute-apps line {line[:200]!r}"
-        apps.append(GpuApp(int(parts[0]), parts[1], _num(parts[2])))
-    return tuple(apps)
-
-
-async def read_gpu_view(cfg: HostConfig, host: Host, timeout: float) -> GpuView:
-    t0 = time.perf_counter()
-    what = f"nvidia-smi --query-gpu/--query-compute-apps on {host.name}"
-    res, res_apps = await asyncio.gather(host.run([*cfg.nvidia_smi, *GPU_ARGS], timeout=timeout),
-                                         host.run([*cfg.nvidia_smi, *APP_ARGS], timeout=timeout))
-    if not res.ok:
-        return GpuView(host.name, (), None, Evidence(what, False, error=res.why(), took_ms=res.took_s * 1e3))
-    gpus = parse_gpus(res.stdout)
-    if isinstance(gpus, str):
-        return GpuView(host.name, (), None, Evidence(what, False, error=gpus, took_ms=res.took_s * 1e3))
-    apps: tuple[GpuApp, ...] | None = None
-    error = None
-    if res_apps.ok:
-        parsed = parse_apps(res_apps.stdout)
-        if isinstance(parsed, str):
-            error = parsed
-        else:
-            apps = parsed
-    else:
-        error = res_apps.why()
+def gpu_view(host: str, reading: VramReading) -> GpuView:
+    """The guards' view of one VRAM reading. A GPU whose uuid the driver did not give gets a name no
+    torch uuid can equal, so nothing is ever matched to it by guess."""
+    uuid = {g.index: g.uuid or f"unknown-uuid-gpu{g.index}" for g in reading.gpus}
+    gpus = tuple(GpuRow(g.index, uuid[g.index], g.name, g.used_mb, g.total_mb) for g in reading.gpus)
+    if not reading.ok:
+        return GpuView(host, (), None, reading.evidence)
+    apps = (None if reading.procs is None else
+            tuple(GpuApp(p.pid, uuid.get(p.gpu, f"unknown-uuid-gpu{p.gpu}"), p.used_mb, p.type)
+                  for p in reading.procs))
+    ev = reading.evidence
     detail = "; ".join(f"gpu{g.index} {g.name} {g.uuid}: {_mb(g.used_mb)}/{_mb(g.total_mb)} MiB" for g in gpus)
-    if apps is not None:
-        detail += f"; {len(apps)} compute processes"
-    else:
-        detail += f"; processes unreadable: {error}"
-    return GpuView(host.name, gpus, apps, Evidence(what, True, detail=detail,
-                                                    took_ms=(time.perf_counter() - t0) * 1e3))
+    detail += (f"; {len(apps)} GPU processes" if apps is not None
+               else f"; processes unreadable: {reading.apps_error}")
+    return GpuView(host, gpus, apps, Evidence(ev.what, True, detail=detail, took_ms=ev.took_ms))
 
 
 def _mb(v: int | None) -> str:

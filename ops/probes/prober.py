@@ -348,6 +348,11 @@ class Prober:
         # Sides sharing a GPU host poll on the same beat: one nvidia-smi (or NVML) read serves them all.
         return await _shared(self._vram_reads, host, lambda: self._read_vram(host, timeout))
 
+    async def gpu_reading(self, host: str, timeout: float, fresh: bool = False) -> VramReading:
+        """The host's GPU reading for the resource guards: the VRAM pane's own, on its cadence (one
+        nvidia-smi for both), or a new one (fresh: a decision such as a launch's gate)."""
+        return await self._vram(host, timeout, force=fresh)
+
     async def _read_vram(self, host: str, timeout: float) -> VramReading:
         reading = await read_vram(self.rig.hosts[host], self.hosts[host], timeout)
         last = self._last_vram.get(host)

@@ -15,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from ops.model import RigConfig
 from ops.platform.base import Host
 from ops.platform.local import LocalHost
 from ops.platform.procs import ProcTable
-from ops.probes.gpuview import GpuRow, GpuView, read_gpu_view
+from ops.probes.gpuview import GpuRow, GpuView, gpu_view
+from ops.probes.vram import VramReading, read_vram
 from ops.tristate import StateWord
 
 
@@ -313,18 +314,25 @@ def gpu_hosts(rig: RigConfig) -> set[str]:
     return {sc.server.host for sc in rig.sides.values()}
 
 
-async def read_views(rig: RigConfig, hosts: dict[str, Host], timeout: float) -> dict[str, GpuView]:
+GpuReader = Callable[[str], Awaitable[VramReading]]   # host name -> its GPU reading
+
+
+async def read_views(rig: RigConfig, hosts: dict[str, Host], timeout: float,
+                     read: GpuReader | None = None) -> dict[str, GpuView]:
+    """Each GPU host's view. read: where the reading comes from (the prober's, shared with the VRAM pane);
+    a new reading of each host otherwise."""
     names = sorted(gpu_hosts(rig))
-    views = await asyncio.gather(*(read_gpu_view(rig.hosts[n], hosts[n], timeout) for n in names))
-    return dict(zip(names, views))
+    reader = read or (lambda n: read_vram(rig.hosts[n], hosts[n], timeout))
+    readings = await asyncio.gather(*(reader(n) for n in names))
+    return {n: gpu_view(n, r) for n, r in zip(names, readings)}
 
 
 async def read_resources(rig: RigConfig, hosts: dict[str, Host], snaps: dict, tables: dict[str, ProcTable],
-                         timeout: float = 5.0) -> Resources:
+                         timeout: float = 5.0, read: GpuReader | None = None) -> Resources:
     t0 = time.perf_counter()
     host_names = sorted({h for sc in rig.sides.values() for h in (sc.server.host, sc.evaluator.host)})
     disks, views, mem = await asyncio.gather(
-        read_disks(rig, hosts, timeout), read_views(rig, hosts, timeout),
+        read_disks(rig, hosts, timeout), read_views(rig, hosts, timeout, read),
         asyncio.gather(*(read_memory(rig, n, hosts[n], timeout) for n in host_names)))
     pids = side_pids(rig, snaps, tables)
     foreign = {h: foreign_load(v, pids.values(), tables.get(h)) if v.ok else None for h, v in views.items()}
@@ -340,7 +348,10 @@ async def resources_now(live, snaps: dict) -> Resources:
     timeout = max(s.server.probe_timeout_s for s in rig.sides.values())
     names = {h for s in rig.sides.values() for h in (s.server.host, s.evaluator.host)}
     tables = await live.prober.tables(names, timeout, share=True)
-    return await read_resources(rig, live.hosts, snaps, tables, resource_timeout(rig))
+    limit = resource_timeout(rig)
+    # The GPUs as the VRAM pane last read them (its cadence): a display and its warnings, not a decision.
+    return await read_resources(rig, live.hosts, snaps, tables, limit,
+                                read=lambda n: live.prober.gpu_reading(n, limit))
 
 
 RESOURCE_TIMEOUT_MIN_S = 15.0

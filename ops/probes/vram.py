@@ -9,6 +9,11 @@ graphics list with the same bytes (measured on an H200: a wgpu/Vulkan process ho
 each list; issue 22), so a sum doubles it. A graphics-only (G) process is in no `--query-compute-apps`
 output, so the nvidia-smi path reads `nvidia-smi -q -x`, which lists every process with its type. Both
 paths produce the same GpuProc rows (type C, G or C+G), and the tests compare them on recorded outputs.
+
+The nvidia-smi path is ONE call, `-q -x`: it carries each GPU's name, uuid and framebuffer used/total
+besides the processes, so the VRAM pane and the resource guards' GPU view (gpuview.py) are one reading
+(measured on an H200, driver 580: `-q -x` 0.12 s wall, `--query-gpu` 0.02 s; the console used to run
+both, plus `--query-gpu` and `--query-compute-apps` again for the guards).
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 
 from ops.model import HostConfig
 from ops.parse.errors import ParseError
-from ops.parse.nvsmi import QUERY_GPU_ARGS, QUERY_XML_ARGS, SmiLog, parse_query_gpu, parse_query_xml
+from ops.parse.nvsmi import QUERY_XML_ARGS, SmiLog, parse_query_xml
 from ops.platform.base import Host
 from ops.tristate import Evidence
 
@@ -37,6 +42,7 @@ class Gpu:
     name: str
     used_mb: int | None
     total_mb: int | None
+    uuid: str | None = None   # None: the driver did not say (never guessed: the guards match GPUs by it)
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,7 @@ def _nvml_read() -> tuple[tuple[Gpu, ...], tuple[GpuProc, ...] | None, str | Non
             name = pynvml.nvmlDeviceGetName(h)
             name = name.decode() if isinstance(name, bytes) else str(name)
             used_mb, total_mb = _nvml_memory(pynvml, h)
-            gpus.append(Gpu(i, name, used_mb, total_mb))
+            gpus.append(Gpu(i, name, used_mb, total_mb, _nvml_uuid(pynvml, h)))
             if procs is None:
                 continue
             try:
@@ -153,6 +159,14 @@ def _nvml_read() -> tuple[tuple[Gpu, ...], tuple[GpuProc, ...] | None, str | Non
         return tuple(gpus), (None if procs is None else tuple(procs)), error
     finally:
         pynvml.nvmlShutdown()
+
+
+def _nvml_uuid(pynvml, handle) -> str | None:
+    try:
+        uuid = pynvml.nvmlDeviceGetUUID(handle)
+    except pynvml.NVMLError:
+        return None
+    return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
 
 
 def _nvml_memory(pynvml, handle) -> tuple[int, int]:
@@ -186,36 +200,16 @@ async def read_vram(cfg: HostConfig, host: Host, timeout: float = 5.0) -> VramRe
                                                   took_ms=(time.perf_counter() - t0) * 1e3), source)
         return _reading(what, source, gpus, procs, apps_error, (time.perf_counter() - t0) * 1e3)
     what = f"nvidia-smi on {host.name}"
-    res = await host.run([*cfg.nvidia_smi, *QUERY_GPU_ARGS], timeout=timeout)
-    if not res.ok:
-        return VramReading((), None, Evidence(what, False, error=res.why(), took_ms=res.took_s * 1e3), source)
-    parsed = parse_query_gpu(res.stdout)
-    if isinstance(parsed, ParseError):
-        return VramReading((), None, Evidence(what, False, error=f"{parsed.reason}: {parsed.text!r}",
-                                              took_ms=res.took_s * 1e3), source)
-    gpus = tuple(Gpu(g.index, g.name, g.used_mb, g.total_mb) for g in parsed)
-    procs, apps_error = await _smi_procs(cfg, host, gpus, timeout)
-    return _reading(what, source, gpus, procs, apps_error, (time.perf_counter() - t0) * 1e3)
-
-
-async def _smi_procs(cfg: HostConfig, host: Host, gpus: tuple[Gpu, ...],
-                     timeout: float) -> tuple[tuple[GpuProc, ...] | None, str | None]:
-    """Every process of every GPU from `nvidia-smi -q -x`, or (None, why) when that cannot be read."""
     res = await host.run([*cfg.nvidia_smi, *QUERY_XML_ARGS], timeout=timeout)
     if not res.ok:
-        return None, f"nvidia-smi -q -x: {res.why()}"
+        return VramReading((), None, Evidence(what, False, error=res.why(), took_ms=res.took_s * 1e3), source)
     log = parse_query_xml(res.stdout)
     if isinstance(log, ParseError):
-        return None, str(log)
-    # The XML numbers GPUs by position; trust that only while it lists the same GPUs as --query-gpu.
-    if [g.name for g in log.gpus] != [g.name for g in sorted(gpus, key=lambda g: g.index)]:
-        return None, (f"nvidia-smi -q -x lists GPUs {[g.name for g in log.gpus]}, --query-gpu "
-                      f"{[g.name for g in gpus]}: processes not attributed")
+        return VramReading((), None, Evidence(what, False, error=str(log), took_ms=res.took_s * 1e3), source)
+    gpus = tuple(Gpu(g.index, g.name or "?", g.used_mb, g.total_mb, g.uuid) for g in log.gpus)
     procs = smi_rows(log)
-    if procs is None:
-        return None, "nvidia-smi -q -x: a GPU's process list is N/A"
-    by_pos = sorted(g.index for g in gpus)
-    return tuple(GpuProc(by_pos[p.gpu], p.pid, p.type, p.used_mb, p.instance) for p in procs), None
+    apps_error = None if procs is not None else "nvidia-smi -q -x: a GPU's process list is N/A"
+    return _reading(what, source, gpus, procs, apps_error, (time.perf_counter() - t0) * 1e3)
 
 
 def _reading(what: str, source: str, gpus: tuple[Gpu, ...], procs: tuple[GpuProc, ...] | None,

@@ -20,8 +20,8 @@ from ops.platform.verbs import clients_connected, process_table, signal_if_same
 from ops.probes.ports import read_exclusions
 from ops.probes.server import main_server, server_processes
 from ops.probes.vram import read_vram
-from sim.fake_nvsmi import XmlProc
-from sim.winhost import FakeWindowsHost, nvsmi_xml
+from sim.fake_nvsmi import XmlProc, render_xml
+from sim.winhost import DEFAULT_XML_GPUS, FakeWindowsHost, nvsmi_xml
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PS51 = (DATA / "winproc_ps51.json").read_text(encoding="utf-8")
@@ -125,28 +125,30 @@ def test_netsh_through_the_windows_host() -> None:
 
 def test_nvidia_smi_through_the_windows_host() -> None:
     # The server (C+G, as a Vulkan renderer is) and a graphics-only process (G): `-q -x` lists both, and
-    # each counts once; --query-compute-apps (which would miss the G one) is not asked at all.
+    # each counts once; one call reads the GPUs and their processes (no --query-gpu, no --query-compute-apps,
+    # which would miss the G one).
     xml = nvsmi_xml([XmlProc(0, 7352, "C+G", 6144, "CarlaUE4-Win64-Shipping.exe"),
                      XmlProc(0, 4410, "G", 512, "dwm.exe")])
     host = fake(nvsmi_apps="7352, 6144\r\n", nvsmi_xml_text=xml)
     v = run(read_vram(WIN_CFG, host, 5.0))
     assert v.ok and v.source == "nvidia-smi"
-    assert v.gpus[0].name == "NVIDIA GeForce RTX 4090" and v.gpus[0].used_mb == 1024
-    assert v.gpus[1].used_mb is None                   # [N/A] is unknown, never 0
+    assert v.gpus[0].name == "NVIDIA GeForce RTX 4090" and v.gpus[0].used_mb == 1024 + 6144 + 512
+    assert v.gpus[0].uuid == "GPU-4090" and v.gpus[1].name == "NVIDIA RTX A2000"
     assert v.apps == {7352: 6144, 4410: 512}
     assert {(p.pid, p.type) for p in v.procs} == {(7352, "C+G"), (4410, "G")}
-    assert host.runs[0][0] == "nvidia-smi" and host.runs[0][1].startswith("--query-gpu=")
-    assert host.runs[1] == ("nvidia-smi", "-q", "-x")
-    assert not any(a.startswith("--query-compute-apps") for r in host.runs for a in r)
+    assert host.runs == [("nvidia-smi", "-q", "-x")]
+    # WDDM: memory fields N/A are unknown, never 0.
+    na = fake(nvsmi_xml_text=render_xml(DEFAULT_XML_GPUS, [XmlProc(0, 7352, "C+G", 6144, "x.exe")], na=True))
+    w = run(read_vram(WIN_CFG, na, 5.0))
+    assert w.ok and w.gpus[1].used_mb is None and w.gpus[0].total_mb is None and w.apps == {7352: None}
 
 
-def test_nvidia_smi_xml_unreadable_is_unknown_per_process() -> None:
-    """A garbled `-q -x` leaves the GPUs' totals good and per-process use unknown, with the error."""
+def test_nvidia_smi_xml_unreadable_is_unknown() -> None:
+    """A garbled `-q -x` is an UNKNOWN reading with the parser's error: nothing half-trusted."""
     host = fake(nvsmi_xml_text="<nvidia_smi_log><gpu><processes>\r\n")
     v = run(read_vram(WIN_CFG, host, 5.0))
-    assert v.ok and v.gpus[0].used_mb == 1024
-    assert v.apps is None and v.procs is None
-    assert "not well-formed" in v.apps_error and "per-process use unknown" in v.evidence.line()
+    assert not v.ok and v.gpus == () and v.apps is None
+    assert "not well-formed" in (v.evidence.error or "") and "UNKNOWN" not in (v.evidence.detail or "")
 
 
 def test_listening_ports_and_clients() -> None:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from ops.config import parse_config
 from ops.parse.sysinfo import parse_df, parse_meminfo, parse_windows_memory
 from ops.probes import preflight as pf
-from ops.probes.gpuview import GpuApp, GpuRow, GpuView, parse_apps, parse_gpus
+from ops.probes.gpuview import GpuApp, GpuRow, GpuView, gpu_view
 from ops.probes.resources import (
     Level,
     SidePids,
@@ -16,6 +17,7 @@ from ops.probes.resources import (
     foreign_load,
     read_memory,
 )
+from ops.probes.vram import Gpu, GpuProc, VramReading
 from ops.tristate import Evidence
 from sim.winhost import FakeWindowsHost
 
@@ -92,11 +94,25 @@ def test_foreign_load_is_what_belongs_to_no_side() -> None:
     assert foreign_load(view(None), pids().values(), None) is None
 
 
+def test_the_guards_view_is_the_vram_reading_graphics_only_processes_included() -> None:
+    """One reading serves the VRAM pane and the guards: every process type (a G-only one is someone's
+    load too), a C+G process once, a GPU without a uuid matched by nothing, a failed reading unreadable."""
+    ok = Evidence("nvidia-smi on local", True)
+    procs = (GpuProc(0, 10, "C+G", 6000), GpuProc(0, 77, "G", 300), GpuProc(1, 426, "C", None))
+    r = VramReading((Gpu(0, "NVIDIA H200", 12000, 143771, "GPU-aaaa"), Gpu(1, "X", None, None, None)),
+                    {10: 6000, 77: 300, 426: None}, ok, "nvidia-smi", procs)
+    v = gpu_view("local", r)
+    assert v.ok and v.gpus[0] == GpuRow(0, "GPU-aaaa", "NVIDIA H200", 12000, 143771)
+    assert v.gpus[1].uuid.startswith("unknown-uuid") and v.by_uuid(None) is None
+    assert v.apps == (GpuApp(10, "GPU-aaaa", 6000, "C+G"), GpuApp(77, "GPU-aaaa", 300, "G"),
+                      GpuApp(426, v.gpus[1].uuid, None, "C"))
+    assert v.gpu_of({77}) == v.gpus[0]
+    assert gpu_view("local", dataclasses.replace(r, procs=None, apps=None, apps_error="N/A")).apps is None
+    bad = gpu_view("local", VramReading((), None, Evidence("nvidia-smi on local", False, error="rc 9"), "nvidia-smi"))
+    assert not bad.ok and bad.evidence.error == "rc 9" and bad.apps is None
+
+
 def test_parsers() -> None:
-    assert parse_gpus("0, GPU-aaaa, NVIDIA H200, 12000, 143771\n1, GPU-bbbb, X, [N/A], [N/A]\n") == (
-        GpuRow(0, "GPU-aaaa", "NVIDIA H200", 12000, 143771), GpuRow(1, "GPU-bbbb", "X", None, None))
-    assert isinstance(parse_gpus("garbage"), str)
-    assert parse_apps("") == () and parse_apps("426, GPU-aaaa, [N/A]\n") == (GpuApp(426, "GPU-aaaa", None),)
     assert parse_meminfo("MemTotal: 2048000 kB\nMemFree: 1 kB\nMemAvailable: 1024000 kB\n") == (1000, 2000)
     assert isinstance(parse_meminfo("MemTotal: 1 kB\n"), str)
     assert parse_windows_memory('{"FreePhysicalMemory":5767168,"TotalVisibleMemorySize":33554432}') == (5632, 32768)

@@ -213,6 +213,11 @@ class RecordedNvml:
     def nvmlDeviceGetHandleByIndex(self, i: int) -> dict: return self.rec["gpus"][i]
     def nvmlDeviceGetName(self, h: dict) -> str: return h["name"]
 
+    def nvmlDeviceGetUUID(self, h: dict) -> str:
+        if "uuid" not in h:   # not in the recordings: the reading must stand without it
+            raise self.NVMLError("uuid not recorded")
+        return h["uuid"]
+
     def nvmlDeviceGetMemoryInfo(self, h: dict, version=None) -> SimpleNamespace:
         return SimpleNamespace(**(h["v2"] if version is self.nvmlMemory_v2 else h["v1"]))
 
@@ -240,8 +245,10 @@ def test_read_vram_same_processes_from_both_paths(name, monkeypatch) -> None:
     nv, smi, host = _both(c, monkeypatch)
     assert nv.ok and smi.ok, (nv.evidence.line(), smi.evidence.line())
     assert nv.procs == smi.procs and nv.apps == smi.apps and nv.apps_error is smi.apps_error is None
-    assert ("nvidia-smi", *QUERY_XML_ARGS) in host.runs
-    assert not any(a.startswith("--query-compute-apps") for r in host.runs for a in r)
+    # One call for the GPUs and their processes: `-q -x` only (the guards' view is the same reading).
+    assert host.runs == [("nvidia-smi", *QUERY_XML_ARGS)]
+    assert smi.gpus[0].uuid and smi.gpus[0].uuid.startswith("GPU-") \
+        and nv.gpus[0].uuid in (None, smi.gpus[0].uuid)   # one recording has no uuid
 
 
 def test_read_vram_counts_the_vulkan_server_once(monkeypatch) -> None:
@@ -261,19 +268,17 @@ def test_read_vram_sees_the_graphics_only_process(monkeypatch) -> None:
         assert r.apps == {BOTH_VK: 6358, BOTH_GL: 2055}
 
 
-def test_smi_path_xml_failure_is_unknown_per_process_with_the_error(monkeypatch) -> None:
+def test_smi_path_failure_is_unknown_with_the_error(monkeypatch) -> None:
     host = ReplayHost({("nvidia-smi", *QUERY_GPU_ARGS): VK["gpu"]})     # -q -x answers exit 2
     r = asyncio.run(read_vram(HostConfig("h200", "ssh", vram_source="nvidia-smi"), host))
-    assert r.ok and r.gpus[0].used_mb == 6381                            # the GPU reading stands
-    assert r.apps is None and r.procs is None and "exit 2" in r.apps_error
-    assert "per-process use unknown" in r.evidence.line()
+    assert not r.ok and r.gpus == () and r.apps is None and "exit 2" in (r.evidence.error or "")
 
 
-def test_smi_path_refuses_xml_that_names_other_gpus(monkeypatch) -> None:
-    host = ReplayHost({("nvidia-smi", *QUERY_GPU_ARGS): VK["gpu"],
-                       ("nvidia-smi", *QUERY_XML_ARGS): VK["xml"].replace(b"NVIDIA H200", b"NVIDIA H100")})
+def test_smi_path_one_call_names_each_gpu_by_its_uuid(monkeypatch) -> None:
+    host = ReplayHost({("nvidia-smi", *QUERY_XML_ARGS): VK["xml"]})
     r = asyncio.run(read_vram(HostConfig("h200", "ssh", vram_source="nvidia-smi"), host))
-    assert r.apps is None and "not attributed" in r.apps_error
+    assert r.ok and host.runs == [("nvidia-smi", *QUERY_XML_ARGS)]
+    assert r.gpus[0].name == "NVIDIA H200" and r.gpus[0].uuid.startswith("GPU-") and r.gpus[0].used_mb == 6381
 
 
 def test_nvml_process_list_error_is_unknown_per_process(monkeypatch) -> None:
