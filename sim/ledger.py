@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.layout import SimLayout, read_json, write_json_atomic
-from sim.procs import alive
+from ops.platform.procs import read_proc
 
 RENDER = "render"   # uses VRAM on its GPU a moment after start, listens
 IDLE = "idle"       # listens, uses no VRAM (e.g. the Microsoft Basic Render Driver)
@@ -103,6 +103,18 @@ def write_entry(layout: SimLayout, pid: int, create_time: float, gpu: int, mb: i
     return path
 
 
+# As sim.procs.alive, without psutil: the fake nvidia-smi runs this on every call, and psutil's import was
+# a fifth of its cost (a real nvidia-smi -q -x costs 0.06 s of CPU; the fake should not cost much more).
+CREATE_TIME_TOLERANCE_S = 0.05
+
+
+def _alive(pid: int, create_time: float | None) -> bool:
+    p = read_proc(pid)
+    if p is None or p.state == "Z":
+        return False
+    return create_time is None or abs(p.create_time - create_time) <= CREATE_TIME_TOLERANCE_S
+
+
 def live_entries(layout: SimLayout, *, clean: bool = True) -> list[LedgerEntry]:
     """Entries whose process is alive; with clean, entries of dead processes are deleted."""
     out: list[LedgerEntry] = []
@@ -119,7 +131,7 @@ def live_entries(layout: SimLayout, *, clean: bool = True) -> list[LedgerEntry]:
             continue
         pid = int(d.get("pid") or path.stem)
         ct = d.get("create_time")
-        if alive(pid, float(ct) if ct is not None else None):
+        if _alive(pid, float(ct) if ct is not None else None):
             out.append(LedgerEntry(pid=pid, create_time=ct, gpu=int(d["gpu"]), mb=int(d["mb"]), path=path,
                                    type=str(d.get("type", VULKAN))))
         elif clean:
