@@ -144,12 +144,11 @@ def _fmt(value: object, field: Field, q: Query, na: bool) -> str:
 
 def _process_name(pid: int) -> str:
     # The real tool shows the process's argv[0] (e.g. `python3`, or the full path it was started by).
-    try:
-        import psutil
-        cmd = psutil.Process(pid).cmdline()
-        return cmd[0] if cmd else psutil.Process(pid).name()
-    except Exception:  # the process may be gone between ledger read and here
+    from ops.platform.procs import read_proc   # /proc, not psutil: the fake starts without site-packages
+    p = read_proc(pid)
+    if p is None:   # gone between the ledger's read and here
         return NA
+    return p.cmdline[0] if p.cmdline else p.name
 
 
 def render(q: Query, gpus: tuple[GpuSpec, ...], entries: list[LedgerEntry], na: bool,

@@ -88,9 +88,11 @@ def write_tools(layout: SimLayout) -> None:
         _write_exec(path, _STUB.format(python=sys.executable, root=root, what=what, module=module,
                                        paths=[REPO_ROOT]))
     # nvidia-smi runs every few seconds while a console polls: without `site` (its module chain is stdlib
-    # and this repo) a call costs about what the real tool's does, not a venv's start-up on top.
+    # and this repo; site-packages only on the path, for the hang mode's psutil) a call costs about what
+    # the real tool's does, not a venv's start-up on top.
     _write_exec(layout.nvidia_smi, _STUB.replace("#!{python}", "#!{python} -S").format(
-        python=sys.executable, root=root, what="nvidia-smi", module="sim.fake_nvsmi", paths=[REPO_ROOT]))
+        python=sys.executable, root=root, what="nvidia-smi", module="sim.fake_nvsmi",
+        paths=[REPO_ROOT, *_site_paths()]))
     # The shipping server: Python runs the package dir `CarlaUE4` given as argv[1] (cwd D/bin). It may
     # run outside this venv (the symlinked interpreter does not find pyvenv.cfg), so the venv's
     # site-packages are baked in for psutil.
