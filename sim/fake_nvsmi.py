@@ -144,7 +144,7 @@ def _fmt(value: object, field: Field, q: Query, na: bool) -> str:
 
 def _process_name(pid: int) -> str:
     # The real tool shows the process's argv[0] (e.g. `python3`, or the full path it was started by).
-    from ops.platform.procs import read_proc   # /proc, not psutil: the fake starts without site-packages
+    from ops.platform.procs import read_proc  # /proc, not psutil: the fake starts without site-packages
     p = read_proc(pid)
     if p is None:   # gone between the ledger's read and here
         return NA
@@ -200,7 +200,7 @@ def render_xml(gpus: tuple[GpuSpec, ...], procs: list[XmlProc], na: bool, now: f
     """`nvidia-smi -q -x` as driver 580 writes it (tests/data/nvsmi_*.xml), cut down to the header and,
     per GPU, what the console reads: product name, uuid, minor number, framebuffer memory, processes. The
     real log has some hundred more elements per GPU; the element names, order, tabs and units are its own."""
-    from html import escape as _escape   # xml.sax.saxutils pulls in urllib and http.client: 40 ms a call
+    from html import escape as _escape  # xml.sax.saxutils pulls in urllib and http.client: 40 ms a call
 
     def escape(text: str) -> str:
         return _escape(text, quote=False)

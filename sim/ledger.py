@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.layout import SimLayout, read_json, write_json_atomic
 from ops.platform.procs import read_proc
+from sim.layout import SimLayout, read_json, write_json_atomic
 
 RENDER = "render"   # uses VRAM on its GPU a moment after start, listens
 IDLE = "idle"       # listens, uses no VRAM (e.g. the Microsoft Basic Render Driver)
