@@ -49,6 +49,11 @@ class EventLog(RichLog):
         super().__init__(max_lines=500, wrap=True, markup=False, highlight=False, auto_scroll=True, min_width=20,
                          **kw)
 
+    def on_mount(self) -> None:
+        # Stay on the newest line when the panes above grow (a log tail that filled in) and the log gets
+        # shorter, until the operator scrolls back to read.
+        self.anchor()
+
     def add(self, text: Text) -> None:
         """One line, wrapped to the log's own width (a line is never cut)."""
         width = self.scrollable_content_region.width

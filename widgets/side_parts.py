@@ -1,21 +1,19 @@
-"""The lines of a side pane, one small widget per idea.
+"""The lines of a side pane, one small class per idea.
 
-Each part is handed the side's latest SideSnapshot by the pane (`show`: attributes down) and renders one
-line from it. Parts never probe anything and never hold ops objects beyond the snapshot.
+Each part is handed the side's latest SideSnapshot by the pane (`show`: attributes down) and makes one
+line from it (the log tail: up to three). Parts never probe anything and never hold ops objects beyond
+the snapshot. They are not widgets: the pane draws all its lines itself (widgets/side_pane.py), because
+every compositor pass renders every widget of a container it touches, and nine widgets a pane cost more
+than the lines that changed.
 Times are measured against the snapshot's own `at`, not the wall clock, so a frozen snapshot renders the
 same text every time (the snapshot tests rely on it) and a stale one does not pretend to be live.
 """
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 
-from rich.cells import cell_len, set_cell_size
-from rich.segment import Segment
 from rich.text import Text
-from textual.geometry import Size
-from textual.reactive import reactive
-from textual.strip import Strip
-from textual.widget import Widget
 
 from ops.probes.lifecycle import BEAT_OFF
 from ops.probes.prober import SideSnapshot
@@ -23,23 +21,33 @@ from ops.results.live import hours
 from ops.tristate import State
 from widgets.words import bar, duration, mib, uptime, word
 
+if TYPE_CHECKING:
+    from widgets.side_pane import SidePane
 
-class SidePart(Widget):
-    """One line (or a few) of a pane, rendered from the side's snapshot.
+LOG_ROWS = 3
+
+
+class SidePart:
+    """One line (or a few) of a pane, made from the side's snapshot.
 
     A new snapshot arrives every poll, but most lines read the same as before: the text is built when the
-    snapshot is set and the part repaints only when it changed (repainting every part every second was
-    most of the console's idle CPU)."""
+    snapshot is set and the pane redraws only the parts whose line changed."""
 
     label = ""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        # A plain attribute, not a reactive: the pane hands every part a snapshot every poll, and
-        # Textual's reactive machinery cost more than building the line.
+    def __init__(self, pane: SidePane) -> None:
+        self.pane = pane
         self.snap: SideSnapshot | None = None
         self._shown: Text | None = None
         self._inputs: tuple | None = None
+
+    @property
+    def app(self) -> Any:
+        return self.pane.app
+
+    @property
+    def width(self) -> int:
+        return self.pane.content_size.width
 
     def inputs(self, s: SideSnapshot) -> tuple | None:
         """What of s the line is made from, where that is cheaper to compare than the line is to build;
@@ -51,39 +59,41 @@ class SidePart(Widget):
             return Text(f"{self.label} …", style="dim")
         return self.line(self.snap)
 
-    def rebuild(self) -> None:
+    def rebuild(self) -> bool:
+        """Make the line again if its inputs changed; True when the line reads differently."""
         inputs = None if self.snap is None else self.inputs(self.snap)
         if inputs is not None and inputs == self._inputs and self._shown is not None:
-            return      # made from the same values: the same line
+            return False      # made from the same values: the same line
         self._inputs = inputs
         text = self._make_line()
         if self._shown is None or _key(text) != _key(self._shown):
-            # A part of auto height (the log tail) is laid out again when its number of lines changed:
-            # a plain refresh repaints it in the height it had, and a tail that opened on a quiet log
-            # would show its first line only.
-            relayout = self._shown is not None and text.plain.count("\n") != self._shown.plain.count("\n")
             self._shown = text
-            self.refresh(layout=relayout)
+            return True
+        return False
 
-    def show(self, snap: SideSnapshot | None) -> None:
+    def show(self, snap: SideSnapshot | None) -> bool:
         self.snap = snap
-        self.rebuild()
+        return self.rebuild()
 
-    def on_resize(self) -> None:
-        self._shown = self._inputs = None      # bars follow the width
-        self.rebuild()
+    def forget(self) -> None:
+        """The pane's width changed: bars follow it."""
+        self._shown = self._inputs = None
 
     def render(self) -> Text:
         if self._shown is None:
             self._shown = self._make_line()
         return self._shown
 
+    def rows(self) -> list[Text]:
+        """The pane rows this part takes: one."""
+        return [self.render()]
+
     def line(self, s: SideSnapshot) -> Text:  # pragma: no cover - every part overrides it
         raise NotImplementedError
 
     def bar_width(self, used: int) -> int:
         """Cells left for a bar after `used` cells of text: bars shrink first on a narrow terminal."""
-        return max(4, min(24, self.size.width - used))
+        return max(4, min(24, self.width - used))
 
 
 def _key(t: Text) -> tuple:
@@ -145,11 +155,11 @@ class PortsLine(SidePart):
     """rpc / streaming / secondary / TM ports, each with its word from the last port scan."""
 
     label = "ports"
-    # port -> word ('ok' | 'IN USE' | 'RESERVED' | 'SHARED' | 'UNKNOWN'); None until a scan ran
-    status: reactive[dict[int, str] | None] = reactive(None, repaint=False)
 
-    def watch_status(self, _status: dict[int, str] | None) -> None:
-        self.rebuild()
+    def __init__(self, pane: SidePane) -> None:
+        super().__init__(pane)
+        # port -> word ('ok' | 'IN USE' | 'RESERVED' | 'SHARED' | 'UNKNOWN'); None until a scan ran
+        self.status: dict[int, str] | None = None
 
     def inputs(self, s: SideSnapshot) -> tuple:
         return (s.side.server.ports, s.side.evaluator.tm_port, self.status)
@@ -295,11 +305,8 @@ def _results_text(s: SideSnapshot) -> Text:
 
 
 class LogTail(SidePart):
-    """The last lines the evaluator wrote (what an operator would `tail` first).
-
-    Plain lines of one style, one per row, cut with an ellipsis: drawn through Textual's Line API
-    (render_line) rather than its general text pipeline, which is most of the cost of a part that changes
-    on every poll of a running side."""
+    """The last lines the evaluator wrote (what an operator would `tail` first), dim, one per row, each
+    cut with an ellipsis by the pane."""
 
     label = "log"
 
@@ -307,27 +314,12 @@ class LogTail(SidePart):
         return (s.log_tail,)   # a quiet log keeps its lines: they are not cleaned again every poll
 
     def line(self, s: SideSnapshot) -> Text:
-        # Dim comes from the stylesheet (LogTail { text-style: dim }).
         if not s.log_tail:
-            return Text("log    (no lines)")
-        return Text("\n".join(printable(ln.rstrip()[:300]) for ln in s.log_tail))
+            return Text("log    (no lines)", style="dim")
+        return Text("\n".join(printable(ln.rstrip()[:300]) for ln in s.log_tail[-LOG_ROWS:]), style="dim")
 
-    def rows(self) -> list[str]:
-        return self.render().plain.split("\n")
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self.rows())
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        style = self.visual_style.rich_style_with_offset(0, y)
-        rows = self.rows()
-        if y >= len(rows) or width <= 0:
-            return Strip.blank(width, style)
-        row = rows[y]
-        if cell_len(row) > width:
-            row = set_cell_size(row, width - 1) + "…"
-        return Strip([Segment(row, style)]).extend_cell_length(width, style)
+    def rows(self) -> list[Text]:
+        return self.render().split("\n")[-LOG_ROWS:]
 
 
 def printable(line: str) -> str:

@@ -61,15 +61,14 @@ def row_of(side: str, snap: SideSnapshot | None, greyed: str | None) -> dict[str
 
 
 class SideTable(Vertical, can_focus=False):
-    # Not scoped: with a table of sides the detail pane drops its log tail, so that at 80x24 the table
-    # keeps most of the screen (the log of the selected side is one key away in its own pane otherwise).
+    # With a table of sides the detail pane has no log tail (SidePane(log=False)), so that at 80x24 the
+    # table keeps most of the screen (the side's log is one key away: `i`).
     SCOPED_CSS = False
     DEFAULT_CSS = """
     SideTable { height: 1fr; min-height: 7; }
     SideTable > #side-filter { height: 1; border: none; padding: 0 1; display: none; }
     SideTable > #side-filter.-on { display: block; }
     SideTable > DataTable { height: 1fr; }
-    Screen.-tabular SidePane LogTail { display: none; }
     """
     BINDINGS = [
         Binding("s", "sort", "Sort"),

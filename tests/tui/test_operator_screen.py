@@ -273,10 +273,10 @@ async def test_pane_wording() -> None:
         pane = app.main.pane("A")
         for snap, want, never in ((starting, "eval   starting", "DEAD"), (finished, "eval   finished", "DEAD")):
             pane.show(snap)
-            line = pane.query_one(EvaluatorLine).render().plain
+            line = pane.part(EvaluatorLine).render().plain
             assert line.startswith(want) and never not in line, line
         pane.show(replace(idle, evaluator=replace(idle.evaluator, harness_alive=False)))
-        server = pane.query_one(ServerLine).render().plain
+        server = pane.part(ServerLine).render().plain
         assert "IDLE" in server and "x reclaims" not in server      # read-only: no key to advertise
 
 

@@ -102,7 +102,7 @@ async def test_p_scans_ports_and_panes_show_the_words() -> None:
         await pilot.press("p")
         await settle(pilot, 0.3)
         assert isinstance(app.screen, ReportScreen)
-        assert app.main.pane("A").query_one(PortsLine).status[2001] == "RESERVED"
+        assert app.main.pane("A").part(PortsLine).status[2001] == "RESERVED"
         await pilot.press("escape")
         assert app.screen.id == "main"
 

@@ -41,7 +41,7 @@ async def test_results_screen_sort_filter_scope() -> None:
         other["_checkpoint"]["records"] = other["_checkpoint"]["records"][:2]   # duplicates of A's first two
         app.show_snapshot(with_results(b.snaps["B"], other))
         await pilot.pause(0.1)
-        pane_line = str(app.main.pane("A").query_one(RouteProgress).render())
+        pane_line = str(app.main.pane("A").part(RouteProgress).render())
         assert "SR 79%" in pane_line and "ETA" in pane_line and "FAKE?" in pane_line
 
         await pilot.press("d")

@@ -39,6 +39,22 @@ def a_beat(screen: str, width: int) -> str:
     return ""
 
 
+def wait_logged(tmux: Tmux, pred, timeout: float, what: str, size: tuple[int, int]) -> None:
+    """Wait for an event-log line. At 80x24 the log shows four rows, and a supervisor's needs-human line
+    (four rows wrapped) can push a line out of sight before a capture sees it: every screen since the
+    wait began counts, and failing that a taller terminal reads the log back."""
+    seen: list[str] = []
+    try:
+        tmux.wait(lambda t: seen.append(flat(t)) is None and any(pred(x) for x in seen), timeout, what)
+    except TimeoutError:
+        w, h = size
+        tmux.resize(w, 60)
+        try:
+            tmux.wait(lambda t: pred(flat(t)), 30, f"{what}, read back in a taller terminal")
+        finally:
+            tmux.resize(w, h)
+
+
 def launch(rig_yaml: Path, side: str) -> None:
     from tests.support.evalops_sim import cli
     res = cli(rig_yaml, "launch", side, "--yes")
@@ -61,11 +77,12 @@ def test_story_kill_plan_tokens_refused_launch_and_q_from_recovery(tmp_path: Pat
         tmux = Tmux(f"op{w}", w, h, every=0.25)
         try:
             tmux.start(["env", "-u", "COLUMNS", "-u", "LINES", str(ENTRY), "-c", str(rig_yaml)])
-            tmux.wait(lambda t: t.count("FRESH") >= 1 and "first look" in t, 60, "the console up")
+            tmux.wait(lambda t: t.count("FRESH") >= 1, 60, "the console up")
+            wait_logged(tmux, lambda t: "first look" in t, 30, "the first-look lines", size)
 
             # B finishes: a launch on it is refused, with the reason, before any plan.
             inject(d, "B", "finish")
-            tmux.wait(lambda t: "B evaluator finished" in flat(t), 60, "B's finish in the event log")
+            wait_logged(tmux, lambda t: "B evaluator finished" in t, 60, "B's finish in the event log", size)
             tmux.keys("Tab")
             tmux.keys("l")
             refused = tmux.wait(lambda t: "B launch refused" in flat(t), 30, "B's launch refused")
@@ -74,25 +91,19 @@ def test_story_kill_plan_tokens_refused_launch_and_q_from_recovery(tmp_path: Pat
 
             # A crashes: the harness restarts it; the log says which attempt ended, with its exit code.
             inject(d, "A", "crash")
-            tmux.wait(lambda t: re.search(r"A evaluator attempt 1 exited: exit code [1-9]", flat(t)), 60,
-                      "A's exit-code line")
+            wait_logged(tmux, lambda t: re.search(r"A evaluator attempt 1 exited: exit code [1-9]", t) is not None,
+                        60, "A's exit-code line", size)
 
             # A hangs: STALE in the event log, then the kill plan shows the side's tokens.
-            tmux.wait(lambda t: "A evaluator running: pid" in flat(t).split("exit code", 1)[-1]
-                      and "eval   ALIVE running  attempt 2/" in t, 60, "A's attempt 2 running")
+            tmux.wait(lambda t: "eval   ALIVE running  attempt 2/" in t, 60, "A's attempt 2 running")
+            wait_logged(tmux, lambda t: "A evaluator running: pid" in t.split("exit code", 1)[-1], 30,
+                        "A's attempt 2 in the event log", size)
             # The log is quiet while the harness restarts (a STALE line may be there already): wait for A's
             # beat to be FRESH again, then hang it and wait for its pane and its event-log line.
             tmux.wait(lambda t: "FRESH" in a_beat(t, w), 60, "A FRESH on attempt 2")
             inject(d, "A", "hang")
-            # At 80x24 the log shows four rows: the supervisor's needs-human line (it follows the stall) can
-            # push the STALE line out of sight. Every screen since the hang counts; failing that, a taller
-            # terminal reads the log back.
-            seen: list[str] = []
-            tmux.wait(lambda t: seen.append(flat(t)) is None and "STALE" in a_beat(t, w), 60, "A STALE in its pane")
-            if not any("A heartbeat STALE" in t for t in seen):
-                tmux.resize(w, 60)
-                tmux.wait(lambda t: "A heartbeat STALE" in flat(t), 30, "A's STALE line, read back")
-                tmux.resize(w, h)
+            tmux.wait(lambda t: "STALE" in a_beat(t, w), 60, "A STALE in its pane")
+            wait_logged(tmux, lambda t: "A heartbeat STALE" in t, 30, "A's STALE line", size)
             tmux.keys("r")
             modal = tmux.wait(lambda t: "stop the hung chain" in t and "Proceed" in t and "--port" in t, 60,
                               "the kill modal with the side's tokens")

@@ -82,7 +82,7 @@ class MainScreen(Screen):
             table = SideTable(self.sides, chosen=self.choose)
             self.rows = {s: SideRow(s, table, self._detail) for s in self.sides}
             yield table
-            yield SidePane(self.selected)
+            yield SidePane(self.selected, log=False)
         else:
             with SideList(id="sides"):
                 for name in self.sides:
