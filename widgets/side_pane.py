@@ -9,7 +9,7 @@ Selecting a side is focusing its pane, so tab, arrows and the mouse all agree on
 from __future__ import annotations
 
 from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -26,6 +26,7 @@ from widgets.side_parts import (
     ServerLine,
     SidePart,
     VramGauge,
+    line_key,
 )
 from widgets.words import word
 
@@ -95,7 +96,7 @@ class SidePane(Widget, can_focus=True):
 
     def watch_greyed(self, reason: str | None) -> None:
         self.set_class(reason is not None, "-greyed")
-        self._redraw()
+        self._redraw(whole=True)
 
     def on_focus(self) -> None:
         self.post_message(self.Selected(self.side))
@@ -104,14 +105,26 @@ class SidePane(Widget, can_focus=True):
         for part in self.parts:
             part.forget()
             part.rebuild()
-        self._redraw()
+        self._redraw(whole=True)
 
     # -- drawing (Textual's Line API)
 
-    def _redraw(self) -> None:
-        before = None if self._side_rows is None else len(self._side_rows)
+    def _redraw(self, whole: bool = False) -> None:
+        """Draw again the rows whose text changed (only those: Textual then composes those lines alone),
+        or all of the pane (whole), laid out anew when its number of rows changed."""
+        before = self._side_rows
         self._side_rows = None
-        self.refresh(layout=before is not None and len(self.rows()) != before)
+        rows = self.rows()
+        if before is None or len(rows) != len(before):
+            self.refresh(layout=before is not None)
+            return
+        if whole:
+            self.refresh()
+            return
+        width = self.content_size.width
+        changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(before, rows)) if line_key(a) != line_key(b)]
+        if changed:
+            self.refresh(*changed)
 
     def rows(self) -> list[Text]:
         """The pane's rows: why it is greyed (wrapped), then each part's row(s)."""
@@ -141,7 +154,7 @@ class SidePane(Widget, can_focus=True):
         if y >= len(rows) or width <= 0:
             return Strip.blank(width, style)
         row = rows[y]
-        key = (row.plain, tuple(row.spans), str(row.style), style)
+        key = (line_key(row), style)
         cached = self._side_strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]    # a row that reads as before is not drawn again

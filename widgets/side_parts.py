@@ -66,7 +66,7 @@ class SidePart:
             return False      # made from the same values: the same line
         self._inputs = inputs
         text = self._make_line()
-        if self._shown is None or _key(text) != _key(self._shown):
+        if self._shown is None or line_key(text) != line_key(self._shown):
             self._shown = text
             return True
         return False
@@ -96,7 +96,7 @@ class SidePart:
         return max(4, min(24, self.width - used))
 
 
-def _key(t: Text) -> tuple:
+def line_key(t: Text) -> tuple:
     # Rich's Text equality ignores the base style; a line that only changes colour must repaint too.
     return (t.plain, tuple(t.spans), str(t.style))
 
