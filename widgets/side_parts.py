@@ -11,18 +11,16 @@ same text every time (the snapshot tests rely on it) and a stale one does not pr
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
+from textual.widget import Widget
 
 from ops.probes.lifecycle import BEAT_OFF
 from ops.probes.prober import SideSnapshot
 from ops.results.live import hours
 from ops.tristate import State
 from widgets.words import bar, duration, mib, uptime, word
-
-if TYPE_CHECKING:
-    from widgets.side_pane import SidePane
 
 LOG_ROWS = 3
 
@@ -35,7 +33,7 @@ class SidePart:
 
     label = ""
 
-    def __init__(self, pane: SidePane) -> None:
+    def __init__(self, pane: Widget) -> None:
         self.pane = pane
         self.snap: SideSnapshot | None = None
         self._shown: Text | None = None
@@ -156,7 +154,7 @@ class PortsLine(SidePart):
 
     label = "ports"
 
-    def __init__(self, pane: SidePane) -> None:
+    def __init__(self, pane: Widget) -> None:
         super().__init__(pane)
         # port -> word ('ok' | 'IN USE' | 'RESERVED' | 'SHARED' | 'UNKNOWN'); None until a scan ran
         self.status: dict[int, str] | None = None

@@ -34,6 +34,7 @@ from ops.probes.supervised_server import with_supervisor_measure
 if TYPE_CHECKING:
     from sim import rig as sim  # the demo imports it when it runs
 
+FULL_EVERY = 3   # beats: a served side's full poll every third beat, its heartbeat every beat
 LOG_TAIL_LINES = 3
 FRESH_WAIT_S = 120.0
 
@@ -86,11 +87,14 @@ class LiveBackend:
         self._start_remote_audit(side)
         # The pane shows HUNG as the side's supervisor measured it, as `status` does (display only: the
         # plans of `h` and the guard measure afresh).
+        # A served side's process table, chain and server are read on every FULL_EVERY-th beat; the beats
+        # between read its heartbeat and log tail (Prober._light): what moves every second on a running side.
+        light = (FULL_EVERY - 0.5) * self.rig.poll_s
         if self.rig.engine == "process":
-            snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
+            snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES, light_within_s=light)
             return with_supervisor_measure(snap, time.time())
         job = await self.live.job_of(side)   # first: it follows the job's ports before the probe
-        snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES)
+        snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES, light_within_s=light)
         return with_supervisor_measure(dataclasses.replace(snap, job=job), time.time())
 
     async def log_lines(self, side: str, n: int) -> list[str] | None:

@@ -8,6 +8,7 @@ are still up keeps the last RPC answer, shown with its age.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass, field, replace
@@ -211,6 +212,7 @@ class Prober:
         # Its RPC probe then only confirms what the heartbeat shows, so it runs at the long cadence at once.
         self.rpc_served_s = max(rpc_every_s * 10, self.rpc_max_s)
         self._served: dict[str, bool] = {}                            # side -> running and FRESH last poll
+        self._full: dict[str, tuple[float, SideSnapshot]] = {}          # side -> (monotonic, its last full poll)
         self._vram_every: dict[str, float] = {}                        # host -> its current interval
         self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
         self.checkpoints = CheckpointCache()
@@ -274,9 +276,15 @@ class Prober:
         self._watch = watch
 
     async def side(self, name: str, *, rpc: bool | None = None, tables: dict[str, ProcTable] | None = None,
-                   tail: int = 0, vram: bool = True) -> SideSnapshot:
+                   tail: int = 0, vram: bool = True, light_within_s: float = 0.0) -> SideSnapshot:
         """rpc: True forces the carla-client probe, False skips it, None follows the cadence. vram=False:
-        no GPU read (the supervisor's watch: it needs none, and nvidia-smi would be a child of its chain)."""
+        no GPU read (the supervisor's watch: it needs none, and nvidia-smi would be a child of its chain).
+        light_within_s: a cadence poll of a served side whose last full poll is younger than this reads
+        only its heartbeat and log tail (a display's beat; see _light). Plans and checks never pass it."""
+        if light_within_s > 0 and rpc is None and tables is None and self._served.get(name):
+            full = self._full.get(name)
+            if full is not None and time.monotonic() - full[0] < light_within_s:
+                return await self._light(full[1], tail)
         t0 = time.perf_counter()
         side = self.rig.sides[name]
         timeout = side.server.probe_timeout_s
@@ -317,7 +325,27 @@ class Prober:
                             adapter_record=self._adapter_record(name, server), results=results,
                             clients=clients, clients_evidence=cev)
         self._remember(snap)
+        self._full[name] = (time.monotonic(), snap)
         return snap
+
+    async def _light(self, full: SideSnapshot, tail: int) -> SideSnapshot:
+        """A served side between its full polls: the heartbeat and the log tail read now, the rest (process
+        table, chain, server, checkpoint, VRAM) as the full poll of at most light_within_s ago saw it. A
+        running side's processes move slowly, and its heartbeat is what shows a stop first: a beat that is
+        not FRESH ends the side's served state, so the next poll is a full one."""
+        t0 = time.perf_counter()
+        side = full.side
+        ev_host = self.hosts[side.evaluator.host]
+        timeout = side.server.probe_timeout_s
+        log = side.evaluator.path(side.evaluator.log)
+        hb = await probe_heartbeat(ev_host, log, side.heartbeat.stall_s, timeout)
+        lines = full.log_tail
+        if tail:
+            lines = tuple(await tail_lines(ev_host, log, tail, timeout) or ())
+        if hb.beat is not Beat.FRESH:
+            self._served[full.name] = False
+        return dataclasses.replace(full, heartbeat=hb, log_tail=lines, at=time.time(),
+                                   took_ms=(time.perf_counter() - t0) * 1e3)
 
     def rpc_interval(self, side: str) -> float:
         """Seconds between cadence RPC probes of a side now (a forced probe ignores it)."""
@@ -339,8 +367,18 @@ class Prober:
 
     def _vram_cached(self, host: str, force: bool) -> bool:
         last = self._last_vram.get(host)
+        return not force and last is not None and time.time() - last[0] < self.vram_interval(host)
+
+    def vram_interval(self, host: str) -> float:
+        """Seconds between cadence VRAM reads of a GPU host now. While every side rendering on it is being
+        served (evaluator running, heartbeat FRESH, server ALIVE), its memory is the running servers' and
+        moves little: the longest interval at once, not the doubling from the shortest (a read is an
+        nvidia-smi start on every host without NVML). A forced read (a plan, `g`, a launch's gate) ignores it."""
         every = self._vram_every.get(host, self.vram_every_s)
-        return not force and last is not None and time.time() - last[0] < every
+        sides = [n for n, sc in self.rig.sides.items() if sc.server.host == host]
+        if sides and all(self._served.get(n) for n in sides):
+            return max(every, self.vram_max_s)
+        return every
 
     async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
         if self._vram_cached(host, force):

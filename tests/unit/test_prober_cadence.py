@@ -66,3 +66,75 @@ def test_a_served_side_probes_rpc_at_the_long_cadence_and_others_at_the_base() -
     assert p.rpc_interval("A") == 300.0 and p.rpc_interval("B") == 30.0
     p._served["A"] = False    # the heartbeat went STALE: back to the side's own cadence at once
     assert p.rpc_interval("A") == 30.0
+
+
+def test_a_gpu_host_whose_sides_are_all_served_is_read_at_the_longest_interval() -> None:
+    from dataclasses import replace
+    from types import SimpleNamespace
+    on = SimpleNamespace(server=SimpleNamespace(host="local"))
+    elsewhere = SimpleNamespace(server=SimpleNamespace(host="gpu2"))
+    p = Prober(replace(rig(), sides={"A": on, "B": on, "C": elsewhere}), {}, vram_every_s=5.0, vram_max_s=60.0)  # type: ignore[dict-item]
+    assert p.vram_interval("local") == 5.0                 # nothing known yet: the base cadence
+    p._served.update(A=True, B=False, C=True)
+    assert p.vram_interval("local") == 5.0                 # B is not served: its server's memory may move
+    p._served["B"] = True
+    assert p.vram_interval("local") == 60.0 and p.vram_interval("gpu2") == 60.0
+    p._served["C"] = False                                 # C went STALE: its host is read on its cadence again
+    assert p.vram_interval("gpu2") == 5.0 and p.vram_interval("local") == 60.0
+
+
+def test_a_served_side_between_full_polls_reads_its_heartbeat_and_log_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TUI's light beat (Prober._light): within light_within_s of a full poll, a served side gets its
+    heartbeat and log tail read anew and everything else as the full poll saw it; a beat that is not FRESH
+    ends the light beats, and a cadence poll of a side that is not served, or any poll that asks for RPC,
+    is a full one."""
+    import time
+    from dataclasses import replace
+
+    from ops.probes.heartbeat import HeartbeatProbe
+    from ops.tristate import Beat
+    from tests.tui.fakes import rig_config, snapshot
+
+    cfg = rig_config()
+    p = Prober(cfg, {"local": object()})   # type: ignore[dict-item]
+    full = snapshot(cfg.sides["A"])
+    beats = iter([Beat.FRESH, Beat.STALE])
+    reads: list[str] = []
+
+    async def heartbeat(host, log, stall_s, timeout):
+        reads.append("heartbeat")
+        return replace(full.heartbeat, beat=next(beats, Beat.FRESH), age_s=1.0)
+
+    async def tail(host, path, n, timeout):
+        reads.append("tail")
+        return ["a new line"]
+
+    async def no_full_poll(*a, **k):
+        raise AssertionError("a full poll was made")
+    monkeypatch.setattr(prober_mod, "probe_heartbeat", heartbeat)
+    monkeypatch.setattr(prober_mod, "tail_lines", tail)
+    monkeypatch.setattr(prober_mod, "probe_server", no_full_poll)
+    p._served["A"] = True
+    p._full["A"] = (time.monotonic(), full)
+    light = asyncio.run(p.side("A", tail=3, light_within_s=2.5))
+    assert reads == ["heartbeat", "tail"] and isinstance(light.heartbeat, HeartbeatProbe)
+    assert light.log_tail == ("a new line",) and light.server is full.server and light.evaluator is full.evaluator
+    assert light.at >= full.at and p._served["A"] is True
+    asyncio.run(p.side("A", tail=3, light_within_s=2.5))      # the log went quiet: STALE
+    assert p._served["A"] is False                             # so the next cadence poll is a full one
+
+    async def tables(*a, **k):
+        return {"local": object()}
+    monkeypatch.setattr(p, "tables", tables)
+    with pytest.raises(AssertionError, match="a full poll"):   # not served (STALE above)
+        asyncio.run(p.side("A", tail=3, light_within_s=2.5))
+    p._served["A"] = True
+    with pytest.raises(AssertionError, match="a full poll"):   # an RPC probe asked for: `g`, a plan
+        asyncio.run(p.side("A", rpc=True, tail=3, light_within_s=2.5))
+    with pytest.raises(AssertionError, match="a full poll"):   # a caller that does not ask for light beats
+        asyncio.run(p.side("A", tail=3))
+    p._full["A"] = (time.monotonic() - 10.0, full)              # the last full poll is too old
+    with pytest.raises(AssertionError, match="a full poll"):
+        asyncio.run(p.side("A", tail=3, light_within_s=2.5))
+    p._full["A"] = (time.monotonic(), full)
+    assert asyncio.run(p.side("A", tail=3, light_within_s=2.5)).server is full.server   # and back to light
