@@ -17,7 +17,7 @@ from sim import install
 from sim import rig as sim
 from tests.faults.common import inject, rewrite, status, wait_stale
 from tests.faults.harness_kit import Audit, Procs, Records, checkpoint_path, plan_keys
-from tests.integration.test_adapter import _configure, marker_procs
+from tests.integration.test_adapter import CRASH_ROOM_S, _configure, marker_procs
 from tests.support.evalops_sim import cli, sides, wait_until
 
 
@@ -113,7 +113,8 @@ def rig_dead_b(tmp_path):
 @pytest.mark.scenario("wrong-adapter")
 def test_wrong_adapters_no_rise_and_crash_are_stopped_and_skipped(rig_dead_b) -> None:
     d, rig_yaml, port = rig_dead_b
-    _configure(rig_yaml, "B", [1, 2, 0])               # 1: starts, renders nothing; 2: crashes; 0: the GPU
+    # 1: starts, renders nothing; 2: crashes; 0: the GPU. Room for the crash on a loaded machine.
+    _configure(rig_yaml, "B", [1, 2, 0], start_wait_s=CRASH_ROOM_S)
     a_port = sides(d)["A"]["rpc_port"]
     a_before = {p.key for p in marker_procs(a_port)}
     audit = Audit(d / "state")

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ops.config import load_config
+from ops.parse.nvsmi import QUERY_XML_ARGS
 from ops.platform.linux_remote import LinuxRemote
 from ops.platform.local import LocalHost
 from ops.probes.prober import Prober
@@ -215,14 +216,14 @@ def test_wrong_host_key_is_refused_with_instructions(rig_dir: Path, ssh_cfg, ssh
 
 
 class _CountingHost(LocalHost):
-    """The real local host, counting the nvidia-smi GPU queries it runs."""
+    """The real local host, counting the nvidia-smi GPU readings (`-q -x`) it runs."""
 
     def __init__(self) -> None:
         super().__init__()
         self.gpu_queries = 0
 
     async def run(self, argv, timeout, **kw):
-        if any(a.startswith("--query-gpu") for a in argv):
+        if tuple(argv[-2:]) == QUERY_XML_ARGS:
             self.gpu_queries += 1
         return await super().run(argv, timeout, **kw)
 
