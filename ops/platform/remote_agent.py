@@ -149,7 +149,8 @@ class RemoteAgent:
         if self._flush_at is None:
             self._flush_at = asyncio.get_running_loop().call_soon(self._flush)
         try:
-            msg = await asyncio.wait_for(asyncio.shield(fut), timeout)
+            # fut is this request's alone: wait_for may cancel it (the reader skips a future that is done).
+            msg = await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
             self._late.add(rid)
             self._waiting.pop(rid, None)
