@@ -71,6 +71,9 @@ def test_a_poll_goes_over_the_agent_with_the_commands_answers(ssh_cfg, tmp_path:
         plain = Counted(ssh_cfg)
         plain.agent = lambda timeout: _none()   # type: ignore[method-assign]   # the commands, as before
         try:
+            # Started first, with room: a start slower than half a probe's timeout (a loaded machine) would
+            # rightly answer that probe with the commands.
+            assert await h.agent(60) is not None, h.agent_error
             via_agent = [await answers(h, log, ckpt) for _ in range(3)]
             via_commands = await answers(plain, log, ckpt)
             return via_agent, via_commands, h.execs, h.agent_starts, plain.execs
@@ -100,7 +103,7 @@ def test_the_agent_ends_with_its_connection(ssh_cfg) -> None:
         h = SshHost(ssh_cfg)
         try:
             assert (await h.platform.stat_file("/", 10)).exists
-            agent = await h.agent(10)
+            agent = await h.agent(60)
             assert agent is not None and agent.pid is not None
             return agent.pid
         finally:
@@ -116,7 +119,7 @@ def test_a_killed_agent_is_started_again(ssh_cfg, tmp_path: Path) -> None:
     async def go():
         h = SshHost(ssh_cfg)
         try:
-            first = await h.agent(10)
+            first = await h.agent(60)
             assert first is not None and first.pid is not None
             os.kill(first.pid, signal.SIGKILL)
             errors = []
@@ -126,7 +129,7 @@ def test_a_killed_agent_is_started_again(ssh_cfg, tmp_path: Path) -> None:
                     break
                 errors.append(st.error)
                 await asyncio.sleep(0.05)
-            again = await h.agent(10)
+            again = await h.agent(60)
             return first.pid, again, st, errors
         finally:
             await h.close()
@@ -144,7 +147,7 @@ def test_a_stopped_agent_is_replaced_and_no_request_waits_past_its_timeout(ssh_c
     async def go():
         h = SshHost(ssh_cfg)
         try:
-            first = await h.agent(10)
+            first = await h.agent(60)
             assert first is not None and first.pid is not None
             os.kill(first.pid, signal.SIGSTOP)       # every call in it hangs, as on a dead hard mount
             stopped.append(first.pid)

@@ -68,7 +68,7 @@ async def agent_process(*python_flags: str, max_stuck: int = 4) -> AsyncIterator
     agent = RemoteAgent(AgentStream(proc.stdin.write, proc.stdout.readexactly, proc.stderr.read, proc.stdin.close),
                         "agent on test", max_stuck=max_stuck)
     try:
-        await agent.hello(10.0)
+        await agent.hello(60.0)
         yield agent, proc.pid
     finally:
         agent.close()
