@@ -1,30 +1,60 @@
 """The platform of a Linux host reached through a transport (SSH): packaged scripts run from files,
-coreutils and `ss`. Every answer is parsed with a bound and every failure is an error with the raw reason."""
+coreutils and `ss`. Every answer is parsed with a bound and every failure is an error with the raw reason.
+
+The verbs a poll repeats every second (process table, stat, read, tail) go to the host's agent
+(ops/scripts/agent.py over one channel, ops/platform/remote_agent.py) where the host runs one; a host
+whose agent cannot start answers them with the commands below, with the same answers."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ops.parse.sysinfo import parse_df, parse_meminfo
 from ops.platform.base import Platform, ScriptUnavailable
+from ops.platform.common import timeout_error
 from ops.platform.listeners import parse_ss
 from ops.platform.procs import ProcTable, parse_proctable_json
+from ops.platform.remote_agent import RemoteAgent
 from ops.platform.types import FileStat, FileText, Listeners, SignalOutcome, TcpCheck
 from ops.platform.verbs import peer_text, tcp_check
 from ops.tristate import Evidence
 
 
 class LinuxRemote(Platform):
+    async def _agent(self, timeout: float) -> tuple[RemoteAgent | None, float]:
+        """The host's agent (None: use the commands) and the time left of timeout. Waiting for an agent's
+        start takes at most half of it, so the commands still have the other half."""
+        running = getattr(self.host, "running_agent", None)
+        agent = running() if running is not None else None
+        if agent is not None or running is None:
+            return agent, timeout
+        t0 = time.monotonic()
+        agent = await self.host.agent(timeout / 2)   # type: ignore[attr-defined]
+        return agent, max(0.0, timeout - (time.monotonic() - t0))
+
+    async def _script(self, name: str, timeout: float) -> str:
+        """The packaged script's path on the host, copied there first if need be, within timeout (a
+        copy over a hung connection must not hold a probe past its own deadline)."""
+        try:
+            return await asyncio.wait_for(self.host.script_path(name), timeout)
+        except asyncio.TimeoutError:
+            raise ScriptUnavailable(f"copy {name} to {self.host.name}: {timeout_error(timeout)}") from None
+
     async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
         host = self.host
+        agent, timeout = await self._agent(timeout)
+        if agent is not None:
+            return await agent.process_table(host.name, timeout, fresh_pids)
         t0 = time.perf_counter()
         try:
-            script = await host.script_path("proctable.py")
+            script = await self._script("proctable.py", timeout)
         except ScriptUnavailable as e:
             return ProcTable(host.name, error=str(e), took_ms=(time.perf_counter() - t0) * 1e3)
-        res = await host.run(["python3", script], timeout=timeout)
+        res = await host.run(["python3", script], timeout=max(0.0, timeout - (time.perf_counter() - t0)))
         took = (time.perf_counter() - t0) * 1e3
         if not res.ok:
             return ProcTable(host.name, error=f"process table of {host.name}: {res.why()}", took_ms=took)
@@ -33,10 +63,12 @@ class LinuxRemote(Platform):
     async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float,
                              cmdline: tuple[str, ...] | None = None) -> SignalOutcome:
         host = self.host
+        t0 = time.monotonic()
         try:
-            script = await host.script_path("signal_if.py")
+            script = await self._script("signal_if.py", timeout)
         except ScriptUnavailable as e:
             return SignalOutcome("error", str(e))
+        timeout = max(0.0, timeout - (time.monotonic() - t0))
         argv = ["python3", script, str(pid), repr(create_time), sig]
         if cmdline is not None:   # the planned argv (as proctable.py decoded it): a process that exec'd is refused
             argv.append(json.dumps(list(cmdline)))
@@ -74,10 +106,30 @@ class LinuxRemote(Platform):
         return found, Evidence(what, True, detail=f"{len(rows)} established" + peer_text(found), took_ms=took)
 
     async def port_check(self, port: int, timeout: float) -> TcpCheck:
+        """As on this machine (LinuxLocal.port_check): a LISTEN socket in the host's table that a connect to
+        its address reaches answers yes without a connection (a connect-and-close a side a beat was a good
+        part of a poll of tens of remote sides, and an accept for the server each time). No, and anything
+        the table cannot tell, comes from a real connect: "refused" is positive evidence a DEAD may rest on."""
+        t0 = time.perf_counter()
+        agent, left = await self._agent(timeout)
+        if agent is not None:
+            found = await agent.listening(port, left / 2)   # the other half for the connect, if need be
+            address = self.host.tcp_address
+            reach = {"0.0.0.0", "::", address, f"::ffff:{address}"}
+            hits = [a for a in found if a in reach] if isinstance(found, list) else []
+            if hits:
+                return TcpCheck(True, Evidence(f"tcp listen {address}:{port}", True,
+                                               detail=f"listening on {', '.join(hits)} (the host's socket table)",
+                                               took_ms=(time.perf_counter() - t0) * 1e3))
+            timeout = max(0.0, timeout - (time.perf_counter() - t0))
         return await tcp_check(self.host.tcp_address, port, timeout)
 
     async def stat_file(self, path: str, timeout: float) -> FileStat:
         host = self.host
+        agent, timeout = await self._agent(timeout)
+        if agent is not None:
+            st = await agent.stat_file(path, timeout)
+            return st if st.error is None else replace(st, error=f"{st.error} (on {host.name})")
         t0 = time.perf_counter()
         # One constant script; the path travels as a positional argument, never pasted into the script.
         res = await host.run(["sh", "-c", 'date +%s.%N; if [ -f "$1" ]; then stat -L -c "%.9Y %s" "$1"; '
@@ -101,6 +153,9 @@ class LinuxRemote(Platform):
                             took_ms=took)
 
     async def read_text(self, path: str, timeout: float, limit: int) -> FileText:
+        agent, timeout = await self._agent(timeout)
+        if agent is not None:
+            return await agent.read_text(path, timeout, limit)
         # A regular file only (a FIFO would hold the command until the timeout), at most limit + 1 bytes.
         res = await self.host.run(["sh", "-c", 'if [ ! -e "$1" ]; then echo "No such file" >&2; exit 2; fi; '
                                    'if [ ! -f "$1" ]; then echo "not a regular file: not read" >&2; exit 3; fi; '
@@ -114,6 +169,9 @@ class LinuxRemote(Platform):
         return FileText(res.stdout)
 
     async def tail_lines(self, path: str, n: int, timeout: float, max_bytes: int) -> list[str] | None:
+        agent, timeout = await self._agent(timeout)
+        if agent is not None:
+            return await agent.tail_lines(path, n, timeout, max_bytes)
         res = await self.host.run(["sh", "-c", '[ -f "$1" ] || exit 3; exec tail -c "$2" -- "$1" | tail -n "$3"',
                                    "tail_lines", path, str(max_bytes), str(n)], timeout=timeout)
         return res.stdout.splitlines()[-n:] if res.ok else None

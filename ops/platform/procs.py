@@ -106,6 +106,25 @@ class ProcTable:
                 index.setdefault(p.ppid, []).append(p)
         return index
 
+    @cached_property
+    def _by_token(self) -> dict[str, list[tuple[int, Proc]]]:
+        """argv token -> (position in the table, process): built once a table, shared by every side's
+        lookups on it (tens of sides each scanning every process of a host was most of a beat)."""
+        index: dict[str, list[tuple[int, Proc]]] = {}
+        for i, p in enumerate(self.procs.values()):
+            for t in p.tokens:
+                index.setdefault(t, []).append((i, p))
+        return index
+
+    def with_tokens(self, *tokens: str) -> list[Proc]:
+        """The processes whose argv holds any of tokens as a whole element, each once, in table order:
+        the same list as filtering procs.values() with has_token."""
+        index = self._by_token
+        hits = [hit for t in tokens for hit in index.get(t, ())]
+        if len(tokens) > 1:
+            hits = sorted(dict(hits).items())
+        return [p for _, p in hits]
+
     def children(self, pid: int) -> list[Proc]:
         return list(self._by_parent.get(pid, ()))
 

@@ -69,6 +69,20 @@ def _receive(nl: socket.socket, seq: int) -> list[ListenSocket]:
             raise OSError("sock_diag: the kernel closed the dump")
 
 
+_ADDRESSES: dict[bytes, ipaddress.IPv4Address | ipaddress.IPv6Address] = {}
+
+
+def _address(raw: bytes) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """ip_address(raw), remembered: a machine listens on a handful of addresses, and building one costs more
+    than the rest of a record (a dump of tens of sides' ports on every poll of every side)."""
+    found = _ADDRESSES.get(raw)
+    if found is None:
+        if len(_ADDRESSES) >= 4096:
+            _ADDRESSES.clear()
+        found = _ADDRESSES[raw] = ipaddress.ip_address(raw)
+    return found
+
+
 def _parse(data: bytes, at: int, size: int) -> ListenSocket:
     if size < _MSG.size + _SOCKID_LEN + _MSG_TAIL.size:
         raise OSError(f"sock_diag: a socket record of {size} bytes")
@@ -76,6 +90,6 @@ def _parse(data: bytes, at: int, size: int) -> ListenSocket:
     sid = at + _MSG.size
     port = struct.unpack_from("!H", data, sid)[0]
     src = data[sid + 4: sid + 20]
-    address = ipaddress.ip_address(src[:4] if family == socket.AF_INET else src)
+    address = _address(src[:4] if family == socket.AF_INET else src)
     inode = _MSG_TAIL.unpack_from(data, sid + _SOCKID_LEN)[4]
     return ListenSocket(port, address, inode)

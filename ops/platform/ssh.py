@@ -54,6 +54,7 @@ from ops.platform.common import (
     timeout_error,
 )
 from ops.platform.linux_remote import LinuxRemote
+from ops.platform.remote_agent import AgentError, AgentStream, RemoteAgent
 from ops.platform.windows import Windows
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -61,6 +62,14 @@ DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 # times out first and reports it; the remote bound is the backstop when the TERM cannot be delivered.
 REMOTE_MARGIN_S = 0.5
 REMOTE_KILL_AFTER_S = 2
+# AES-GCM first (then asyncssh's defaults): as strong as chacha20-poly1305, and asyncssh seals a GCM
+# packet in one call where chacha20 takes five cipher contexts; a poll of tens of sides sends hundreds.
+ENCRYPTION_ALGS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
+                   "aes256-ctr", "aes192-ctr", "aes128-ctr"]
+# The agent (ops/scripts/agent.py): how long its start may take, and how long after a failed start the
+# host answers with its commands alone before it tries again (a host without python3 stays on them).
+AGENT_START_S = 15.0
+AGENT_RETRY_S = 60.0
 
 # `timeout` and `env` report a missing/unexecutable program as 127/126 with these messages.
 _SPAWN_FAIL = re.compile(r"^(timeout: failed to run command |env: )")
@@ -145,7 +154,10 @@ class SshHost(Host):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scripts: dict[str, str] = {}   # packaged script name -> its path on the remote host
         self._upload_lock: asyncio.Lock | None = None
-
+        self._agent: RemoteAgent | None = None
+        self._agent_start: asyncio.Future[RemoteAgent] | None = None
+        self._agent_failed: tuple[float, str] | None = None   # (monotonic time, reason) of the last failed start
+        self.agent_starts = 0           # agents started so far (tests and the benchmark)
 
     @property
     def tcp_address(self) -> str:
@@ -175,7 +187,7 @@ class SshHost(Host):
             conn = await asyncssh.connect(
                 self.address, self.port, username=self.cfg.user or (), known_hosts=self.known_hosts,
                 client_keys=[os.path.expanduser(k) for k in self.cfg.client_keys] or (),
-                config=None, connect_timeout=self.cfg.connect_timeout_s,
+                config=None, connect_timeout=self.cfg.connect_timeout_s, encryption_algs=ENCRYPTION_ALGS,
                 keepalive_interval=self.keepalive_s, keepalive_count_max=3,
                 # Never prompt: the console has no terminal to offer a password prompt on.
                 password=None, kbdint_auth=False)
@@ -228,6 +240,8 @@ class SshHost(Host):
             self._connecting = None
             self._sem = asyncio.Semaphore(self.max_sessions)
             self._upload_lock = asyncio.Lock()
+            self._agent = None
+            self._agent_start = None
 
     async def script_path(self, name: str, timeout: float = 15.0) -> str:
         """Copy ops/scripts/NAME to ~/.cache/carla-console/scripts/<sha>/NAME once (SFTP), return its path.
@@ -273,6 +287,74 @@ class SshHost(Host):
                 await sftp.posix_rename(tmp, path)
         return path
 
+    # -- the agent -------------------------------------------------------------------------------
+
+    def running_agent(self) -> RemoteAgent | None:
+        """The agent when one is running and usable now (no waiting)."""
+        agent = self._agent
+        if agent is None or not agent.usable or self._loop is not asyncio.get_running_loop():
+            return None
+        return agent
+
+    async def agent(self, timeout: float) -> RemoteAgent | None:
+        """The host's agent, started on first use over one exec channel; None when it is not running
+        and could not be started within timeout: the caller uses the commands (the same answers, each a
+        remote exec). One start is shared by concurrent callers and goes on past a caller's timeout."""
+        if self.os != "linux":
+            return None
+        self._bind_loop()
+        agent = self._agent
+        if agent is not None and agent.usable:
+            return agent
+        self._agent = None
+        if self._agent_failed is not None and time.monotonic() - self._agent_failed[0] < AGENT_RETRY_S:
+            return None
+        if self._agent_start is None or self._agent_start.done():
+            self._agent_start = asyncio.ensure_future(self._start_agent())
+            self._agent_start.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._agent_start), timeout)
+        except (asyncio.TimeoutError, AgentError, TransportError):
+            return None
+
+    @property
+    def agent_error(self) -> str | None:
+        """Why the host answers with its commands now (the last failed agent start), if it does."""
+        return self._agent_failed[1] if self._agent_failed is not None else None
+
+    async def _start_agent(self) -> RemoteAgent:
+        try:
+            return await asyncio.wait_for(self._launch_agent(), AGENT_START_S)
+        except TransportError:
+            raise   # the connection's own retry applies; the agent starts once it is back
+        except asyncio.TimeoutError:
+            why = f"agent on {self.name}: not started within {AGENT_START_S} s"
+        except AgentError as e:
+            why = str(e)
+        except (ScriptUnavailable, OSError, asyncssh.Error) as e:
+            why = f"agent on {self.name}: {type(e).__name__}: {e}"
+        self._agent_failed = (time.monotonic(), why)
+        raise AgentError(why)
+
+    async def _launch_agent(self) -> RemoteAgent:
+        path = await self.script_path("agent.py")
+        conn = await self._connection()
+        try:
+            # No remote `timeout`: the agent lives as long as its channel and ends on EOF when it closes.
+            proc = await conn.create_process(posix_command(["python3", path], None), encoding=None)
+        except asyncssh.ChannelOpenError as e:
+            raise TransportError(f"channel open failed on {self.target}: {e}") from e
+        agent = RemoteAgent(AgentStream(proc.stdin.write, proc.stdout.readexactly, proc.stderr.read, proc.close),
+                            f"agent on {self.name}")
+        try:
+            await agent.hello(AGENT_START_S)
+        except BaseException:
+            agent.close("its start failed")
+            raise
+        self._agent, self._agent_failed = agent, None
+        self.agent_starts += 1
+        return agent
+
     def _drop(self, conn: asyncssh.SSHClientConnection) -> None:
         if self._conn is conn:
             self._conn = None
@@ -282,9 +364,15 @@ class SshHost(Host):
         if self._loop is not asyncio.get_running_loop():
             # Opened in a loop that is gone: its sockets went with it; nothing to close from here.
             self._conn, self._connecting, self._loop = None, None, None
+            self._agent, self._agent_start = None, None
             return
         if self._connecting is not None and not self._connecting.done():
             self._connecting.cancel()
+        if self._agent_start is not None and not self._agent_start.done():
+            self._agent_start.cancel()
+        if self._agent is not None:
+            self._agent.close()
+            self._agent = None
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

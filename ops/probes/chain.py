@@ -80,8 +80,7 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
     # before the exact checks, which run every poll on every process of the host otherwise.
     rpc = str(side.server.rpc_port)
     marks = frozenset(("harness", rpc, f"--port={rpc}"))
-    candidates = [p for p in table.procs.values()
-                  if not p.tokens.isdisjoint(marks) and p.pid not in protected and p.state != "Z"]
+    candidates = [p for p in table.with_tokens(*marks) if p.pid not in protected and p.state != "Z"]
     harnesses = [p for p in candidates if is_harness_of(p, rig, side, local)]
     with_ports = [p for p in candidates if identity.has_side_ports(p, side)]
     evaluators = [p for p in with_ports if identity.runs_script(p, side.evaluator)]
@@ -115,7 +114,7 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
 
 
 def _server_pids(table: ProcTable, marker: str) -> set[int]:
-    return {p.pid for p in table.procs.values() if p.has_token(marker)}
+    return {p.pid for p in table.with_tokens(marker)}
 
 
 def _role(p: Proc, harnesses: list[Proc], eval_pids: set[int], wrapper_pids: set[int], table: ProcTable) -> Role:

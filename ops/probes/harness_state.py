@@ -120,12 +120,19 @@ def _conforms(value: Any, hint: Any) -> bool:
     return isinstance(value, hint)
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """get_type_hints evaluates every annotation string: milliseconds a call, and a state is parsed every
+    poll of every side. The classes do not change while the console runs."""
+    return typing.get_type_hints(cls)
+
+
 def _build(cls: type, data: Any, where: str) -> Any:
     """An instance of the dataclass cls from JSON data, every known field type-checked; keys this version
     does not know are left out (a newer harness may write more)."""
     if not isinstance(data, dict):
         raise ValueError(f"{where} is {type(data).__name__}, not an object")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     kw: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:

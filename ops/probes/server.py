@@ -39,7 +39,7 @@ def server_processes(table: ProcTable, port: int, command: tuple[str, ...] | Non
     carries the marker too: it is not a server. command None: the marker alone (only for code that then
     checks the program itself; every probe and plan passes the side's command)."""
     marker = rpc_marker(port)
-    found = [p for p in table.procs.values() if p.has_token(marker) and p.state != "Z"
+    found = [p for p in table.with_tokens(marker) if p.state != "Z"
              and (command is None or is_server_program(p, command))]
     found.sort(key=lambda p: (p.create_time, p.pid))
     return found
