@@ -106,22 +106,6 @@ class LinuxRemote(Platform):
         return found, Evidence(what, True, detail=f"{len(rows)} established" + peer_text(found), took_ms=took)
 
     async def port_check(self, port: int, timeout: float) -> TcpCheck:
-        """As on this machine (LinuxLocal.port_check): a LISTEN socket in the host's table that a connect to
-        its address reaches answers yes without a connection (a connect-and-close a side a beat was a good
-        part of a poll of tens of remote sides, and an accept for the server each time). No, and anything
-        the table cannot tell, comes from a real connect: "refused" is positive evidence a DEAD may rest on."""
-        t0 = time.perf_counter()
-        agent, left = await self._agent(timeout)
-        if agent is not None:
-            found = await agent.listening(port, left / 2)   # the other half for the connect, if need be
-            address = self.host.tcp_address
-            reach = {"0.0.0.0", "::", address, f"::ffff:{address}"}
-            hits = [a for a in found if a in reach] if isinstance(found, list) else []
-            if hits:
-                return TcpCheck(True, Evidence(f"tcp listen {address}:{port}", True,
-                                               detail=f"listening on {', '.join(hits)} (the host's socket table)",
-                                               took_ms=(time.perf_counter() - t0) * 1e3))
-            timeout = max(0.0, timeout - (time.perf_counter() - t0))
         return await tcp_check(self.host.tcp_address, port, timeout)
 
     async def stat_file(self, path: str, timeout: float) -> FileStat:

@@ -257,17 +257,3 @@ class RemoteAgent:
         if not isinstance(data, bytes):
             return None
         return decode(data).splitlines()[-n:] if n > 0 else []
-
-    async def listening(self, port: int, timeout: float) -> list[str] | str:
-        """The local addresses the host's LISTEN sockets on port are bound to (from its socket table, read
-        at most every 0.25 s there); the error in words when it cannot be told."""
-        try:
-            v = await self.request("listening", {"port": port}, timeout)
-            found = v["addresses"]
-            if not isinstance(found, list) or not all(isinstance(a, str) for a in found):
-                raise TypeError(f"addresses {found!r:.80}")
-            return found
-        except AgentError as e:
-            return str(e)
-        except (KeyError, TypeError) as e:
-            return f"{self.where}: unparseable reply ({e})"

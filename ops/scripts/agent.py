@@ -16,7 +16,6 @@ immutable facts; young processes are read again until they settle (fork-then-exe
 console watches have their state and parent read afresh on every request.
 """
 import os
-import socket
 import stat
 import struct
 import sys
@@ -359,57 +358,12 @@ def op_tail(path: str, max_bytes: int) -> dict:
         os.close(fd)
 
 
-# -- listening sockets ----------------------------------------------------------------------------------
-
-LISTEN_SHARE_S = 0.25   # the sides of one beat ask one after another: one read of the tables serves them
-
-
-class Listening:
-    """port -> local addresses of this host's LISTEN sockets (/proc/net/tcp and tcp6 of the agent's own
-    network namespace: the host's), read at most once every LISTEN_SHARE_S."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.at = -1e9
-        self.ports: dict = {}
-
-    @staticmethod
-    def _address(hex_addr: str) -> str:
-        # /proc/net/tcp{,6} print each 32-bit word of the address as a native-endian hex number.
-        raw = b"".join(int(hex_addr[i:i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(hex_addr), 8))
-        return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
-
-    def _read(self) -> dict:
-        ports: dict = {}
-        for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                with open(path) as f:
-                    lines = f.read().splitlines()[1:]
-            except FileNotFoundError:   # a kernel without IPv6
-                continue
-            for line in lines:
-                parts = line.split()
-                if len(parts) < 4 or parts[3] != "0A":
-                    continue
-                addr, _, port = parts[1].rpartition(":")
-                ports.setdefault(int(port, 16), []).append(self._address(addr))
-        return ports
-
-    def request(self, port: int) -> dict:
-        with self.lock:
-            now = time.monotonic()
-            if now - self.at > LISTEN_SHARE_S:
-                self.ports, self.at = self._read(), now
-            return {"addresses": sorted(set(self.ports.get(int(port), ())))}
-
-
 # -- the loop -----------------------------------------------------------------------------------------
 
 class Agent:
     def __init__(self, out) -> None:
         self.out = out
         self.table = ProcTable()
-        self.listening = Listening()
         self.inflight = 0
         self.count_lock = threading.Lock()
         # Replies go out through one writer: those ready together leave in one write (one SSH packet).
@@ -443,8 +397,6 @@ class Agent:
             return self.table.request(args.get("base"), args.get("fresh") or ())
         if op == "stat":
             return op_stat(args["path"])
-        if op == "listening":
-            return self.listening.request(args["port"])
         if op == "read":
             return op_read(args["path"], args["limit"])
         if op == "tail":

@@ -82,12 +82,7 @@ def test_a_poll_goes_over_the_agent_with_the_commands_answers(ssh_cfg, tmp_path:
             await plain.close()
 
     via_agent, via_commands, execs, starts, plain_execs = asyncio.run(go())
-    assert via_agent[0] == via_agent[2]
-
-    def without_mtime(a: tuple) -> tuple:   # `stat -c %.9Y` prints nanoseconds, the agent divides them
-        return a[:1] + ((a[1][0], None, *a[1][2:]),) + a[2:]
-    assert via_agent[0][1][1] == pytest.approx(via_commands[1][1], abs=1e-5)
-    assert without_mtime(via_agent[0]) == without_mtime(via_commands)
+    assert via_agent[0] == via_agent[2] == via_commands
     assert via_commands[4] is not None and "larger than 10 bytes" in via_commands[4]
     assert via_commands[5] == ["tick 47", "tick 48", "tick 49"]
     assert (execs, starts) == (0, 1), "every request of three polls over one agent, no remote exec"
@@ -197,31 +192,3 @@ def test_a_host_whose_agent_cannot_start_answers_with_the_commands(ssh_cfg, tmp_
     assert st.exists and st.error is None and table.ok and os.getpid() in table.procs
     assert starts == 0 and execs >= 2
     assert why is not None and "no-such-agent.py" in why, why
-
-
-def test_a_listening_port_is_read_from_the_hosts_socket_table_and_a_closed_one_is_connected(ssh_cfg) -> None:
-    import select
-    import socket
-
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))   # bound, never listening: a connect is refused
-    port, shut = listener.getsockname()[1], closed.getsockname()[1]
-
-    async def go():
-        h = SshHost(ssh_cfg)
-        try:
-            return await h.platform.port_check(port, 10), await h.platform.port_check(shut, 10)
-        finally:
-            await h.close()
-    try:
-        up, down = asyncio.run(go())
-        # answered from the table: nothing connected (no connection waits to be accepted)
-        assert select.select([listener], [], [], 0)[0] == []
-    finally:
-        listener.close()
-        closed.close()
-    assert up.open is True and "socket table" in up.evidence.detail and "127.0.0.1" in up.evidence.detail, up
-    assert down.open is False and down.evidence.detail == "refused", down
