@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -129,7 +130,8 @@ def test_process_table_whole_then_change_sets() -> None:
                                      stdin=subprocess.PIPE)
             try:
                 async def seen(want: bool) -> None:
-                    for _ in range(200):
+                    deadline = time.monotonic() + 60   # a condition with a backstop, not a count of tries
+                    while time.monotonic() < deadline:
                         t = await agent.process_table("h", 10, frozenset({child.pid}))
                         assert t.ok, t.error
                         proc = t.procs.get(child.pid)
