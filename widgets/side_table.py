@@ -15,10 +15,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Input
-from textual.widgets.data_table import ColumnKey
+from textual.widgets import Input
 
 from ops.probes.prober import SideSnapshot
+from widgets.side_rows import SideRows
 from widgets.words import word
 
 COLUMNS = ("SIDE", "STATE", "PROGRESS", "BEAT", "HOST/JOB", "ETA")
@@ -68,7 +68,7 @@ class SideTable(Vertical, can_focus=False):
     SideTable { height: 1fr; min-height: 7; }
     SideTable > #side-filter { height: 1; border: none; padding: 0 1; display: none; }
     SideTable > #side-filter.-on { display: block; }
-    SideTable > DataTable { height: 1fr; }
+    SideTable > SideRows { height: 1fr; }
     """
     BINDINGS = [
         Binding("s", "sort", "Sort"),
@@ -96,20 +96,13 @@ class SideTable(Vertical, can_focus=False):
         self.reverse = False
         self.filter = ""
         self.shown: list[str] = list(sides)
+        self.table = SideRows(WIDTHS, COLUMNS, self._highlighted, id="side-rows")
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: words a row must hold (Enter keeps, Esc clears)", id="side-filter")
-        table: DataTable = DataTable(id="side-rows", cursor_type="row", zebra_stripes=False)
-        yield table
-
-    @property
-    def table(self) -> DataTable:
-        return self.query_one("#side-rows", DataTable)
+        yield self.table
 
     def on_mount(self) -> None:
-        t = self.table
-        for i, name in enumerate(COLUMNS):
-            t.add_column(name, key=SORT_KEYS[i], width=WIDTHS[i])
         self._rebuild()
 
     # ----- content -----------------------------------------------------------------------------------
@@ -135,14 +128,9 @@ class SideTable(Vertical, can_focus=False):
         return sorted(names, key=value, reverse=self.reverse)
 
     def _rebuild(self) -> None:
-        t = self.table
         keep = self.selected
-        t.clear()
         self.shown = self.order()
-        for side in self.shown:
-            t.add_row(*self._cells(self.rows[side]), key=side)
-        if keep in self.shown:
-            t.move_cursor(row=self.shown.index(keep), animate=False)
+        self.table.set_rows([(side, self._cells(self.rows[side])) for side in self.shown], keep)
 
     def set_row(self, side: str, snap: SideSnapshot | None, greyed: str | None) -> None:
         old = self.rows[side]
@@ -150,9 +138,7 @@ class SideTable(Vertical, can_focus=False):
         if new == old:
             return
         self.rows[side] = new
-        if side in self.shown:
-            for key, cell in zip(SORT_KEYS, self._cells(new)):
-                self.table.update_cell(side, key, cell)
+        self.table.update_row(side, self._cells(new))   # drawn again only if shown and its text moved
         if side not in self.shown or self._matches(new) is False or new[SORT_KEYS[self.sort_col]] != \
                 old[SORT_KEYS[self.sort_col]]:
             self._reorder_soon()
@@ -173,28 +159,22 @@ class SideTable(Vertical, can_focus=False):
     # ----- selection -------------------------------------------------------------------------------------
     @property
     def selected(self) -> str | None:
-        t = self.table
-        if not self.shown or t.cursor_row is None or not 0 <= t.cursor_row < len(self.shown):
-            return None
-        return self.shown[t.cursor_row]
+        return self.table.cursor_key if self.shown else None
 
     def select(self, side: str) -> None:
         if side in self.shown:
-            self.table.move_cursor(row=self.shown.index(side))
+            self.table.move_cursor(self.shown.index(side))
         self.table.focus()
 
     def step(self, n: int) -> None:
         if self.shown:
-            cur = self.table.cursor_row or 0
-            self.table.move_cursor(row=(cur + n) % len(self.shown))
+            self.table.move_cursor((self.table.cursor_row + n) % len(self.shown))
 
-    def on_data_table_row_highlighted(self, msg: DataTable.RowHighlighted) -> None:
-        msg.stop()
-        if msg.row_key is not None and msg.row_key.value is not None:
-            if self.chosen is not None:
-                self.chosen(str(msg.row_key.value))
-            else:
-                self.post_message(self.Chosen(str(msg.row_key.value)))
+    def _highlighted(self, side: str) -> None:
+        if self.chosen is not None:
+            self.chosen(side)
+        else:
+            self.post_message(self.Chosen(side))
 
     # ----- sort and filter -------------------------------------------------------------------------------
     def action_sort(self) -> None:
@@ -202,9 +182,11 @@ class SideTable(Vertical, can_focus=False):
         self.sort_col = (self.sort_col + 1) % len(COLUMNS)
         if self.sort_col == 0:
             self.reverse = not self.reverse
-        for i, key in enumerate(SORT_KEYS):
-            label = COLUMNS[i] + ((" ▲" if self.reverse else " ▼") if i == self.sort_col else "")
-            self.table.columns[ColumnKey(key)].label = Text(label)
+        arrow = "▲" if self.reverse else "▼"
+        # The arrow is the point of the label: a narrow column gives up a letter of its name for it.
+        self.table.set_header([name if i != self.sort_col else f"{name} {arrow}"
+                               if len(name) + 2 <= WIDTHS[i] else f"{name[:WIDTHS[i] - 1]}{arrow}"
+                               for i, name in enumerate(COLUMNS)])
         self._rebuild()
 
     def action_filter(self) -> None:

@@ -129,6 +129,10 @@ class ConsoleApp(App[int]):
 
     async def on_mount(self) -> None:
         self.main = main_screen(self.backend.rig.name, self.sides, self.read_only)
+        if self.main.tabular:
+            # A table of sides shows no pane's log (the detail view reads its own): a poll reads none, which
+            # halves a served side's light poll (a stat and a tail) on a rig of tens of sides.
+            self.backend.log_tail = 0
         await self.push_screen(self.main)      # mounted before any worker touches its widgets
         self._install_signals()
         # Everything built so far (imports, widgets, styles) lives as long as the app: move it out of the
@@ -334,21 +338,28 @@ class ConsoleApp(App[int]):
 
     def show_snapshot(self, snap: SideSnapshot) -> None:
         prev = before = self.snaps.get(snap.name)
+        if snap is before and self.main.pane(snap.name).greyed is None:
+            return   # a beat that read nothing for this side (Prober.side beat_due): it is shown already
         if story.needs_human(before, snap) and snap.side.supervisor.bell:
             self.bell()   # a side needs a human: the terminal rings (supervisor.bell); the story says why
         self.snaps[snap.name] = snap
-        log = self.main.query_one(EventLog)
-        for change in story.changes(prev, snap, read_only=self.read_only):
-            log.add_change(change.side, change.word, change.text, snap.at)
+        # Widgets are looked up only when there is something for them: most snapshots of a beat of tens of
+        # sides change neither the story nor a host's reachability.
+        changes = story.changes(prev, snap, read_only=self.read_only)
+        if changes:
+            log = self.main.query_one(EventLog)
+            for change in changes:
+                log.add_change(change.side, change.word, change.text, snap.at)
         pane = self.main.pane(snap.name)
         pane.show(snap)
         pane.greyed = None
-        header = self.main.query_one(RigHeader)
-        hosts = dict(header.hosts)
-        for ev in (*snap.server.verdict.evidence, *snap.evaluator.verdict.evidence):
-            if ev.what.startswith("process table of "):
-                hosts[ev.what.removeprefix("process table of ")] = "reachable" if ev.ok else "UNREACHABLE"
-        header.hosts = hosts
+        seen = {ev.what.removeprefix("process table of "): "reachable" if ev.ok else "UNREACHABLE"
+                for ev in (*snap.server.verdict.evidence, *snap.evaluator.verdict.evidence)
+                if ev.what.startswith("process table of ")}
+        if seen:
+            header = self.main.query_one(RigHeader)
+            if any(header.hosts.get(h) != state for h, state in seen.items()):
+                header.hosts = {**header.hosts, **seen}
 
     def _hosts_unknown(self, side: str) -> None:
         cfg = self.backend.rig.sides[side]

@@ -27,6 +27,9 @@ class AuditFeed:
         self._local_n = 0
         self._local_keys: set[str] = set()
         self._remote_keys: set[str] = set()
+        # Remote lines already taken, as read: a host's tail is read every few seconds and is mostly the
+        # same 200 lines, which need no parse and no key again (a tens-of-hosts rig's idle CPU).
+        self._remote_raw: set[str] = set()
         self._pending: list[dict[str, Any]] = []     # remote lines not yet in the feed
         self._records: list[dict[str, Any]] = []
         self._asked: dict[str, float] = {}
@@ -37,7 +40,7 @@ class AuditFeed:
         local = self._read_local()
         if len(local) < self._local_n:
             self._local_n, self._local_keys, self._records = 0, set(), []
-            self._remote_keys = set()
+            self._remote_keys, self._remote_raw = set(), set()
         for rec in local[self._local_n:]:
             self._local_keys.add(_key(rec))
             self._records.append(rec)
@@ -55,12 +58,15 @@ class AuditFeed:
     def remote_lines(self, lines: list[str] | None) -> None:
         """The tail of a remote host's audit.jsonl (None: unreadable now; the next look tries again)."""
         for ln in lines or ():
+            if ln in self._remote_raw:
+                continue
             try:
                 rec = json.loads(ln)
             except ValueError:
                 continue   # a line cut by the tail's byte cap, or being written
             if not isinstance(rec, dict):
                 continue
+            self._remote_raw.add(ln)   # a whole record (a cut or half-written line is read again later)
             k = _key(rec)
             if k in self._remote_keys:
                 continue

@@ -32,9 +32,34 @@ from ops.probes.prober import SideSnapshot
 from ops.probes.supervised_server import with_supervisor_measure
 
 if TYPE_CHECKING:
+    from ops.platform.base import Host
     from sim import rig as sim  # the demo imports it when it runs
 
-FULL_EVERY = 3   # beats: a served side's full poll every third beat, its heartbeat every beat
+FULL_EVERY = 3   # beats: a served side's full poll at least every third beat, its heartbeat every beat
+# At most about this many served sides' full polls a beat: a rig of tens of sides spreads them over more
+# beats (32 sides: each every 8th). What moves on a served side between full polls is its heartbeat, read
+# every beat; a beat that is not FRESH ends the side's served state, so its next poll is full.
+FULL_PER_BEAT = 4
+# And at most about this many served sides' heartbeat reads a beat: 32 sides read each every second beat
+# (the table shows the age of the last read). A side that is not served is read in full every beat.
+BEATS_PER_BEAT = 16
+
+
+def full_every(sides: int) -> int:
+    """Beats between a served side's full polls on a rig of this many sides."""
+    return max(FULL_EVERY, -(-sides // FULL_PER_BEAT))
+
+
+def beat_every(sides: int) -> int:
+    """Beats between a served side's heartbeat reads on a rig of this many sides."""
+    return max(1, -(-sides // BEATS_PER_BEAT))
+
+
+def full_due(beat: int, phase: int, every: int) -> bool:
+    """A served side's poll (full, or its heartbeat read) falls on this beat. The phase (the side's slot)
+    staggers the sides: started together, they would otherwise all go full on the same beat, a burst of CPU
+    every `every` beats that a key press waits behind."""
+    return (beat + phase) % every == 0
 LOG_TAIL_LINES = 3
 FRESH_WAIT_S = 120.0
 
@@ -61,6 +86,13 @@ class LiveBackend:
     def __init__(self, rig: RigConfig) -> None:
         self.rig = rig
         self.live: Any = None
+        self.log_tail = LOG_TAIL_LINES
+        # The sides of one host share a phase, FULL_PER_BEAT at a time: the full polls of a beat then share
+        # one process table (a host's scan, and its token index, is made once a beat it is asked).
+        by_host = sorted(rig.sides, key=lambda n: (rig.sides[n].evaluator.host, rig.sides[n].server.host))
+        self._phase = {name: i // FULL_PER_BEAT for i, name in enumerate(by_host)}
+        self._full_every = full_every(len(rig.sides))
+        self._beat_every = beat_every(len(rig.sides))
         self._stack = AsyncExitStack()
         self._audit = Audit(rig.state_dir)
         self._audit_key: tuple[float, int] | None = None
@@ -87,14 +119,21 @@ class LiveBackend:
         self._start_remote_audit(side)
         # The pane shows HUNG as the side's supervisor measured it, as `status` does (display only: the
         # plans of `h` and the guard measure afresh).
-        # A served side's process table, chain and server are read on every FULL_EVERY-th beat; the beats
+        # A served side's process table, chain and server are read on its full beats (full_due); the beats
         # between read its heartbeat and log tail (Prober._light): what moves every second on a running side.
-        light = (FULL_EVERY - 0.5) * self.rig.poll_s
+        # The window reaches past the side's next full beat, so a late beat never turns light into full.
+        p = self.rig.poll_s
+        beat = int(time.monotonic() // p) if p > 0 else 0
+        phase = self._phase[side]
+        light = 0.0 if full_due(beat, phase, self._full_every) else (self._full_every + 0.5) * p
+        due = full_due(beat, phase, self._beat_every)
         if self.rig.engine == "process":
-            snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES, light_within_s=light)
+            snap = await self.live.prober.side(side, rpc=rpc, tail=self.log_tail, light_within_s=light,
+                                                   beat_due=due)
             return with_supervisor_measure(snap, time.time())
         job = await self.live.job_of(side)   # first: it follows the job's ports before the probe
-        snap = await self.live.prober.side(side, rpc=rpc, tail=LOG_TAIL_LINES, light_within_s=light)
+        snap = await self.live.prober.side(side, rpc=rpc, tail=self.log_tail, light_within_s=light,
+                                                   beat_due=due)
         return with_supervisor_measure(dataclasses.replace(snap, job=job), time.time())
 
     async def log_lines(self, side: str, n: int) -> list[str] | None:
@@ -105,15 +144,15 @@ class LiveBackend:
 
     def _start_remote_audit(self, side: str) -> None:
         """Beside the probe, never in its way: a slow or lost host delays only its own audit lines."""
-        task = asyncio.ensure_future(self._remote_audit(side))
+        host = self.live.hosts.get(self.rig.sides[side].evaluator.host)
+        if host is None or host.is_local or not self._feed.due(host.name):
+            return   # no task a poll: most polls of a beat find their host's tail read not long ago
+        task = asyncio.ensure_future(self._remote_audit(host))
         self._audit_tasks.add(task)
         task.add_done_callback(self._audit_tasks.discard)
 
-    async def _remote_audit(self, side: str) -> None:
+    async def _remote_audit(self, host: Host) -> None:
         """A remote evaluator host's supervisor audits there: its tail joins the feed (AuditFeed)."""
-        host = self.live.hosts.get(self.rig.sides[side].evaluator.host)
-        if host is None or host.is_local or not self._feed.due(host.name):
-            return
         from ops.platform.files import tail_lines
         try:
             lines = await tail_lines(host, str(self._audit.path), REMOTE_TAIL_LINES, 10.0, max_bytes=REMOTE_TAIL_BYTES)

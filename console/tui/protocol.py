@@ -55,6 +55,8 @@ class RecoveryDriver(Protocol):
 
 class Backend(Protocol):
     rig: RigConfig
+    # Log lines a poll reads for the pane (0: none, as a table of sides shows no pane's log: the app says).
+    log_tail: int
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...

@@ -169,6 +169,11 @@ def read_state(rig: RigConfig, side: str) -> HarnessState | None | str:
         return f"unreadable {path}: {e}"
 
 
+# A remote side's state file as last read and parsed, by host and path: the console reads it every full poll,
+# and it changes once an attempt or a recovery. A reader never mutates a state it was handed.
+_parsed_remote: dict[tuple[str, str], tuple[str, HarnessState]] = {}
+
+
 async def read_state_on(host: Any, rig: RigConfig, side: str, timeout: float) -> HarnessState | None | str:
     """read_state on the side's evaluator host: this machine's file directly, another host's through its
     platform (a bounded read with a timeout: a supervisor on a remote host writes its state there)."""
@@ -180,7 +185,13 @@ async def read_state_on(host: Any, rig: RigConfig, side: str, timeout: float) ->
         return None
     if ft.text is None:
         return f"unreadable {path} on {host.name}: {ft.error}"
+    seen = _parsed_remote.get((host.name, path))
+    if seen is not None and seen[0] == ft.text:
+        return seen[1]
     try:
-        return parse_state(json.loads(ft.text))
+        state = parse_state(json.loads(ft.text))
     except (ValueError, TypeError, RecursionError) as e:
         return f"unreadable {path} on {host.name}: {e}"
+    if isinstance(state, HarnessState):
+        _parsed_remote[(host.name, path)] = (ft.text, state)
+    return state

@@ -213,6 +213,7 @@ class Prober:
         self.rpc_served_s = max(rpc_every_s * 10, self.rpc_max_s)
         self._served: dict[str, bool] = {}                            # side -> running and FRESH last poll
         self._full: dict[str, tuple[float, SideSnapshot]] = {}          # side -> (monotonic, its last full poll)
+        self._last: dict[str, SideSnapshot] = {}                        # side -> its last snapshot, full or light
         self._vram_every: dict[str, float] = {}                        # host -> its current interval
         self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
         self.checkpoints = CheckpointCache()
@@ -276,15 +277,22 @@ class Prober:
         self._watch = watch
 
     async def side(self, name: str, *, rpc: bool | None = None, tables: dict[str, ProcTable] | None = None,
-                   tail: int = 0, vram: bool = True, light_within_s: float = 0.0) -> SideSnapshot:
+                   tail: int = 0, vram: bool = True, light_within_s: float = 0.0,
+                   beat_due: bool = True) -> SideSnapshot:
         """rpc: True forces the carla-client probe, False skips it, None follows the cadence. vram=False:
         no GPU read (the supervisor's watch: it needs none, and nvidia-smi would be a child of its chain).
         light_within_s: a cadence poll of a served side whose last full poll is younger than this reads
-        only its heartbeat and log tail (a display's beat; see _light). Plans and checks never pass it."""
+        only its heartbeat and log tail (a display's beat; see _light). Plans and checks never pass it.
+        beat_due=False (with light_within_s): such a poll reads nothing and returns the side's last
+        snapshot itself, unchanged (a rig of tens of sides reads a served side's heartbeat every few beats)."""
         if light_within_s > 0 and rpc is None and tables is None and self._served.get(name):
             full = self._full.get(name)
             if full is not None and time.monotonic() - full[0] < light_within_s:
-                return await self._light(full[1], tail)
+                shown = self._last.get(name)
+                if not beat_due and shown is not None:
+                    return shown
+                snap = self._last[name] = await self._light(full[1], tail)
+                return snap
         t0 = time.perf_counter()
         side = self.rig.sides[name]
         timeout = side.server.probe_timeout_s
@@ -326,6 +334,7 @@ class Prober:
                             clients=clients, clients_evidence=cev)
         self._remember(snap)
         self._full[name] = (time.monotonic(), snap)
+        self._last[name] = snap
         return snap
 
     async def _light(self, full: SideSnapshot, tail: int) -> SideSnapshot:

@@ -120,6 +120,7 @@ class FakeBackend:
     calls: list[tuple] = field(default_factory=list)
     hang: set[str] = field(default_factory=set)          # sides whose probe never returns
     recovery_driver: Any = None
+    log_tail: int = 3
     _audit_len: int = -1
 
     def __post_init__(self) -> None:

@@ -110,3 +110,37 @@ async def test_sorted_by_heartbeat_age_a_beat_reorders_the_rows_once_and_keeps_t
         assert table.shown == sorted(ages, key=lambda s: ages[s])
         assert app.main.selected == "s03" and table.selected == "s03"
         assert app.main.query_one(SidePane).border_title.split()[0] == "s03"   # then its lifecycle word
+
+
+async def test_a_beat_draws_again_only_the_lines_whose_text_moved(monkeypatch) -> None:
+    """widgets/side_rows.py: a side whose heartbeat age moved has its one line drawn again; a side scrolled
+    out of view, or shown again unchanged, draws nothing; a cursor move draws the two lines it touches."""
+    from widgets.side_rows import SideRows
+    b = many_sides()
+    app = ConsoleApp(b, poll=False)
+    drawn: list[str] = []
+    real = SideRows._draw
+
+    def counting(self, cells, style):
+        drawn.append(str(cells[0]))
+        return real(self, cells, style)
+    monkeypatch.setattr(SideRows, "_draw", counting)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for side in b.rig.sides:
+            app.show_snapshot(b.snaps[side])
+        await pilot.pause(0.2)
+        assert "s01" in drawn and "s24" not in drawn          # only what is in view was ever drawn
+        drawn.clear()
+        s02 = b.snaps["s02"]
+        app.show_snapshot(replace(s02, heartbeat=replace(s02.heartbeat, age_s=3.0)))   # 2s -> 3s
+        await pilot.pause(0.1)
+        assert drawn == ["s02"]
+        drawn.clear()
+        app.show_snapshot(replace(s02, heartbeat=replace(s02.heartbeat, age_s=3.2)))   # reads "3s" again
+        s24 = b.snaps["s24"]
+        app.show_snapshot(replace(s24, heartbeat=replace(s24.heartbeat, age_s=9.0)))   # out of view
+        await pilot.pause(0.1)
+        assert drawn == []
+        await pilot.press("down")
+        await pilot.pause(0.1)
+        assert sorted(drawn) == ["s01", "s02"] and app.main.selected == "s02"

@@ -82,9 +82,27 @@ def test_the_live_backend_reads_a_remote_hosts_audit_through_the_host(tmp_path: 
     backend.live = SimpleNamespace(hosts={"gpu1": host})
     first = backend.audit()
     assert first is not None and [r["operation"] for r in first] == ["launch"]
-    asyncio.run(backend._remote_audit("a"))             # what each beat's probe of the side does first
+
+    async def poll_starts() -> None:   # what each beat's probe of the side does first, beside the probe
+        backend._start_remote_audit("a")
+        await asyncio.gather(*backend._audit_tasks)
+    asyncio.run(poll_starts())
     assert host.asked == [str(Path(rig.state_dir) / "audit.jsonl")]
     got = backend.audit()
     assert got is not None and got[-1] == rec(5, "gpu1")
-    asyncio.run(backend._remote_audit("a"))             # within REMOTE_EVERY_S: not asked again
+    asyncio.run(poll_starts())                          # within REMOTE_EVERY_S: not asked again
     assert len(host.asked) == 1 and backend.audit() is None
+
+
+def test_a_remote_tail_read_again_takes_only_its_new_lines() -> None:
+    """A host's tail is mostly the lines read last time: those are neither parsed nor added again, and a
+    line cut by the byte cap (not JSON yet) is taken once it is whole."""
+    feed = AuditFeed(lambda: [])
+    feed.local_changed()
+    whole = json.dumps(rec(1, "gpu1"))
+    feed.remote_lines([whole, whole[:10]])
+    assert feed.records() == [rec(1, "gpu1")]
+    feed.remote_lines([whole, whole[:10]])
+    assert feed.records() is None
+    feed.remote_lines([whole, json.dumps(rec(2, "gpu1"))])
+    assert feed.records() == [rec(1, "gpu1"), rec(2, "gpu1")]

@@ -138,3 +138,43 @@ def test_a_served_side_between_full_polls_reads_its_heartbeat_and_log_only(monke
         asyncio.run(p.side("A", tail=3, light_within_s=2.5))
     p._full["A"] = (time.monotonic(), full)
     assert asyncio.run(p.side("A", tail=3, light_within_s=2.5)).server is full.server   # and back to light
+
+
+def test_a_served_side_off_its_beat_is_handed_its_last_snapshot_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """beat_due=False (a rig of tens of sides reads a served side's heartbeat every few beats): no read at
+    all, the very snapshot shown last (so the app skips it); a side that is not served is still read in
+    full, and the next due beat reads the heartbeat again."""
+    import time
+    from dataclasses import replace
+
+    from ops.tristate import Beat
+    from tests.tui.fakes import rig_config, snapshot
+
+    cfg = rig_config()
+    p = Prober(cfg, {"local": object()})   # type: ignore[dict-item]
+    full = snapshot(cfg.sides["A"])
+    reads: list[str] = []
+
+    async def heartbeat(host, log, stall_s, timeout):
+        reads.append("heartbeat")
+        return replace(full.heartbeat, beat=Beat.FRESH, age_s=1.0)
+
+    async def no_full_poll(*a, **k):
+        raise AssertionError("a full poll was made")
+    monkeypatch.setattr(prober_mod, "probe_heartbeat", heartbeat)
+    monkeypatch.setattr(prober_mod, "probe_server", no_full_poll)
+    p._served["A"] = True
+    p._full["A"] = (time.monotonic(), full)
+    first = asyncio.run(p.side("A", light_within_s=2.5))                # due: read
+    assert reads == ["heartbeat"]
+    assert asyncio.run(p.side("A", light_within_s=2.5, beat_due=False)) is first
+    assert reads == ["heartbeat"]                                       # nothing read off the beat
+    again = asyncio.run(p.side("A", light_within_s=2.5))
+    assert reads == ["heartbeat", "heartbeat"] and again is not first
+
+    async def tables(*a, **k):
+        return {"local": object()}
+    monkeypatch.setattr(p, "tables", tables)
+    p._served["A"] = False
+    with pytest.raises(AssertionError, match="a full poll"):            # not served: read in full, due or not
+        asyncio.run(p.side("A", light_within_s=2.5, beat_due=False))

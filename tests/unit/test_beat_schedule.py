@@ -1,0 +1,41 @@
+"""The TUI's beat schedule on a rig of tens of sides (console/tui/backend.py): how many served sides read
+their heartbeat, and how many poll in full, on each beat; every side is still read within its period."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from console.tui.backend import FULL_EVERY, FULL_PER_BEAT, LiveBackend, beat_every, full_due, full_every
+
+
+def rig(sides: int, hosts: int) -> Any:
+    side = {f"s{i + 1:02d}": SimpleNamespace(evaluator=SimpleNamespace(host=f"h{i % hosts + 1}"),
+                                            server=SimpleNamespace(host=f"h{i % hosts + 1}"))
+            for i in range(sides)}
+    return SimpleNamespace(sides=side, poll_s=1.0, state_dir="/nonexistent")
+
+
+def test_a_small_rig_keeps_the_old_cadence() -> None:
+    assert full_every(2) == FULL_EVERY and beat_every(2) == 1 and beat_every(16) == 1
+    assert full_every(32) == 8 and beat_every(32) == 2 and beat_every(64) == 4
+
+
+def test_32_sides_on_4_hosts_spread_their_polls_and_a_beats_full_polls_share_one_host() -> None:
+    r = rig(32, 4)
+    b = LiveBackend(r)
+    every, beats = full_every(32), beat_every(32)
+    full_at: dict[str, list[int]] = {s: [] for s in r.sides}
+    read_at: dict[str, list[int]] = {s: [] for s in r.sides}
+    for beat in range(100, 100 + 2 * every):
+        full = [s for s in r.sides if full_due(beat, b._phase[s], every)]
+        read = [s for s in r.sides if full_due(beat, b._phase[s], beats)]
+        assert len(full) <= FULL_PER_BEAT
+        assert len({r.sides[s].evaluator.host for s in full}) <= 1   # one host's process table a beat
+        assert len(read) == 16
+        for s in full:
+            full_at[s].append(beat)
+        for s in read:
+            read_at[s].append(beat)
+    for s in r.sides:   # each side: a full poll every `every` beats, a heartbeat read every `beats`
+        assert [b - a for a, b in zip(full_at[s], full_at[s][1:])] == [every]
+        assert all(b - a == beats for a, b in zip(read_at[s], read_at[s][1:]))
