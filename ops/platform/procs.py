@@ -108,19 +108,22 @@ class ProcTable:
 
     @cached_property
     def _by_token(self) -> dict[str, list[tuple[int, Proc]]]:
-        """argv token -> (position in the table, process): built once a table, shared by every side's
-        lookups on it (tens of sides each scanning every process of a host was most of a beat)."""
-        index: dict[str, list[tuple[int, Proc]]] = {}
-        for i, p in enumerate(self.procs.values()):
-            for t in p.tokens:
-                index.setdefault(t, []).append((i, p))
-        return index
+        """argv token -> (position in the table, process), for the tokens asked of this table so far: each
+        is one pass of set tests over the table, shared by every side's lookups on it (tens of sides each
+        scanning every process of a host was most of a beat). Not an index of every token: a table of a
+        whole host's processes holds thousands, and a beat asks a few dozen."""
+        return {}
+
+    def _with_token(self, token: str) -> list[tuple[int, Proc]]:
+        hits = self._by_token.get(token)
+        if hits is None:
+            hits = self._by_token[token] = [(i, p) for i, p in enumerate(self.procs.values()) if token in p.tokens]
+        return hits
 
     def with_tokens(self, *tokens: str) -> list[Proc]:
         """The processes whose argv holds any of tokens as a whole element, each once, in table order:
         the same list as filtering procs.values() with has_token."""
-        index = self._by_token
-        hits = [hit for t in tokens for hit in index.get(t, ())]
+        hits = [hit for t in tokens for hit in self._with_token(t)]
         if len(tokens) > 1:
             hits = sorted(dict(hits).items())
         return [p for _, p in hits]

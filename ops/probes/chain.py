@@ -79,8 +79,11 @@ def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool =
     # Every harness or evaluator of the side carries one of these tokens: one set test a process (in C)
     # before the exact checks, which run every poll on every process of the host otherwise.
     rpc = str(side.server.rpc_port)
-    marks = frozenset(("harness", rpc, f"--port={rpc}"))
-    candidates = [p for p in table.with_tokens(*marks) if p.pid not in protected and p.state != "Z"]
+    port_marks = (rpc, f"--port={rpc}")
+    # Every side's harness carries "harness"; this side's also carries its name (`harness SIDE`): one more
+    # set test keeps the other sides' harnesses out of the exact checks (tens of sides: tens each a poll).
+    candidates = [p for p in table.with_tokens("harness", *port_marks) if p.pid not in protected and p.state != "Z"
+                  and (side.name in p.tokens or any(m in p.tokens for m in port_marks))]
     harnesses = [p for p in candidates if is_harness_of(p, rig, side, local)]
     with_ports = [p for p in candidates if identity.has_side_ports(p, side)]
     evaluators = [p for p in with_ports if identity.runs_script(p, side.evaluator)]

@@ -223,7 +223,6 @@ class Prober:
         self._last_vram: dict[str, tuple[float, VramReading]] = {}
         self._vram_reads: dict[str, asyncio.Task[VramReading]] = {}   # host -> the read under way
         self._watch_by_side: dict[tuple[str, str, str], set[int]] = {}
-        self._watch: dict[str, set[int]] = {}
         self._adapter_records: dict[str, tuple[tuple, dict | None]] = {}
         self._scans: dict[str, asyncio.Task[ProcTable]] = {}           # host -> its scan under way
         self._recent: dict[str, tuple[float, ProcTable]] = {}           # host -> (monotonic end, table)
@@ -261,7 +260,9 @@ class Prober:
     async def _scan(self, host: str, timeout: float) -> ProcTable:
         # The processes the last snapshot cared about are re-read, not served from the scan cache: a chain
         # member that exited and became a zombie must show as one now, not at its next cache miss.
-        table = await process_table(self.hosts[host], timeout, fresh_pids=frozenset(self._watch.get(host, ())))
+        # Gathered here, once a scan, not on every snapshot: a beat of tens of sides remembers tens of them.
+        watched = frozenset(pid for (h, _side, _role), pids in self._watch_by_side.items() if h == host for pid in pids)
+        table = await process_table(self.hosts[host], timeout, fresh_pids=watched)
         self._recent[host] = (time.monotonic(), table)
         return table
 
@@ -271,10 +272,6 @@ class Prober:
                                    and snap.server.verdict.state is State.ALIVE)
         self._watch_by_side[(side.server.host, snap.name, "server")] = {p.pid for p in snap.server.procs}
         self._watch_by_side[(side.evaluator.host, snap.name, "chain")] = set(snap.evaluator.chain.pids)
-        watch: dict[str, set[int]] = {}
-        for (host, _side, _role), pids in self._watch_by_side.items():
-            watch.setdefault(host, set()).update(pids)
-        self._watch = watch
 
     async def side(self, name: str, *, rpc: bool | None = None, tables: dict[str, ProcTable] | None = None,
                    tail: int = 0, vram: bool = True, light_within_s: float = 0.0,
