@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ops.engines.overlay import effective_rig
+from ops.engines.overlay import effective_rig, records_key
 from ops.model import RigConfig
 from ops.platform.base import Host
 from ops.platform.factory import make_hosts
@@ -41,6 +41,7 @@ class LiveRig:
                 "submit_time": job.get("submit_time"), "evidence": j["evidence"]}
 
     _followed: float = -1e9
+    _records: tuple | None = None   # records_key when the prober's rig was last made
 
     def follow_jobs(self, max_age_s: float = 0.0) -> None:
         """Scheduled sides: probe the ports/adapter their jobs took on their nodes (ops/engines/overlay.py):
@@ -52,7 +53,10 @@ class LiveRig:
         if now - self._followed < max_age_s:
             return
         self._followed = now
-        self.prober.rig = effective_rig(self.config)
+        key = records_key(self.config)
+        if key != self._records:
+            self._records = key
+            self.prober.rig = effective_rig(self.config)
 
     async def close(self) -> None:
         for h in self.hosts.values():

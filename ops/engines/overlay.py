@@ -24,6 +24,19 @@ def read_job_record(rig: RigConfig, side: str) -> dict | None:
         return None
 
 
+def records_key(rig: RigConfig) -> tuple:
+    """What the job records look like from outside (each one's mtime and size, None if absent): while it
+    stays the same, so does effective_rig, and a beat of tens of sides need not read and parse them all."""
+    key: list[tuple[int, int] | None] = []
+    for name in rig.sides:
+        try:
+            st = job_record_path(rig, name).stat()
+            key.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            key.append(None)
+    return tuple(key)
+
+
 def effective_rig(rig: RigConfig) -> RigConfig:
     """Each scheduled side's ports and adapter as its job took them on its node. A side whose job has not
     written its record (queued, or never started) keeps the config's values."""

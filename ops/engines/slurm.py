@@ -140,6 +140,9 @@ class SlurmEngine:
         self.rig = rig
         self.cfg: SlurmConfig = rig.slurm
         self.client = SlurmClient(self.cfg, hosts[self.cfg.host])
+        # An array's side list, written once at its submission (a resubmission is another array id): read
+        # once, not for each of its rows on every beat.
+        self._arrays: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------------------------------------- start
 
@@ -207,9 +210,12 @@ class SlurmEngine:
     # ----------------------------------------------------------------------------------------- observe
 
     def _array_sides(self, array_id: str) -> list[str] | None:
+        if array_id in self._arrays:
+            return self._arrays[array_id]
         try:
             data = json.loads((slurm_dir(self.rig) / f"array-{array_id}.json").read_text())
-            return [str(s) for s in data["sides"]]
+            sides = self._arrays[array_id] = [str(s) for s in data["sides"]]
+            return sides
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

@@ -215,6 +215,8 @@ class Prober:
         self._full: dict[str, tuple[float, SideSnapshot]] = {}          # side -> (monotonic, its last full poll)
         self._last: dict[str, SideSnapshot] = {}                        # side -> its last snapshot, full or light
         self._vram_every: dict[str, float] = {}                        # host -> its current interval
+        self._sides_on_rig: RigConfig | None = None
+        self._sides_by_host: dict[str, list[str]] = {}
         self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
         self.checkpoints = CheckpointCache()
         self.live_results = LiveResultsCache()
@@ -381,10 +383,18 @@ class Prober:
         moves little: the longest interval at once, not the doubling from the shortest (a read is an
         nvidia-smi start on every host without NVML). A forced read (a plan, `g`, a launch's gate) ignores it."""
         every = self._vram_every.get(host, self.vram_every_s)
-        sides = [n for n, sc in self.rig.sides.items() if sc.server.host == host]
+        sides = self._sides_on(host)
         if sides and all(self._served.get(n) for n in sides):
             return max(every, self.vram_max_s)
         return every
+
+    def _sides_on(self, host: str) -> list[str]:
+        """The sides whose server runs on host (asked by every side's poll: built once a rig, not each time)."""
+        if self._sides_on_rig is not self.rig:
+            self._sides_on_rig, self._sides_by_host = self.rig, {}
+            for n, sc in self.rig.sides.items():
+                self._sides_by_host.setdefault(sc.server.host, []).append(n)
+        return self._sides_by_host.get(host, [])
 
     async def _vram(self, host: str, timeout: float, force: bool) -> VramReading:
         if self._vram_cached(host, force):
