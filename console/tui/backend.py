@@ -60,6 +60,8 @@ def full_due(beat: int, phase: int, every: int) -> bool:
     staggers the sides: started together, they would otherwise all go full on the same beat, a burst of CPU
     every `every` beats that a key press waits behind."""
     return (beat + phase) % every == 0
+
+
 LOG_TAIL_LINES = 3
 FRESH_WAIT_S = 120.0
 
