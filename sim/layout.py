@@ -33,6 +33,9 @@ from ops.platform import atomic
 
 SHIPPING_NAME = "CarlaUE4-Linux-Shipping"
 LAUNCHER_NAME = "CarlaUE4.sh"
+# A recorded process's create time against the one read again: /proc's are stable per process, but float
+# formatting through JSON can jitter the last digits.
+CREATE_TIME_TOLERANCE_S = 0.05
 PROJECT_NAME = "CarlaUE4"   # the shipping binary's first argument, and the dir that holds the fake's code
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ops.platform.procs import read_proc
-from sim.layout import SimLayout, read_json, write_json_atomic
+from sim.layout import CREATE_TIME_TOLERANCE_S, SimLayout, read_json, write_json_atomic
 
 RENDER = "render"   # uses VRAM on its GPU a moment after start, listens
 IDLE = "idle"       # listens, uses no VRAM (e.g. the Microsoft Basic Render Driver)
@@ -103,12 +103,10 @@ def write_entry(layout: SimLayout, pid: int, create_time: float, gpu: int, mb: i
     return path
 
 
-# As sim.procs.alive, without psutil: the fake nvidia-smi runs this on every call, and psutil's import was
-# a fifth of its cost (a real nvidia-smi -q -x costs 0.06 s of CPU; the fake should not cost much more).
-CREATE_TIME_TOLERANCE_S = 0.05
-
-
+# Read through /proc, not psutil: the fake nvidia-smi runs this on every call, and psutil's import was a
+# fifth of its cost (a real nvidia-smi -q -x costs 0.06 s of CPU).
 def _alive(pid: int, create_time: float | None) -> bool:
+    """Is (pid, create_time) a live, non-zombie process? create_time None: trust the pid alone."""
     p = read_proc(pid)
     if p is None or p.state == "Z":
         return False

@@ -17,10 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from sim.layout import SimLayout, read_json, write_json_atomic
-
-# /proc create times are stable per process; float formatting through JSON can jitter the last digits.
-CREATE_TIME_TOLERANCE_S = 0.05
+from sim.layout import CREATE_TIME_TOLERANCE_S, SimLayout, read_json, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -62,17 +59,6 @@ def identify(rec: ProcRecord) -> psutil.Process | None:
         return proc
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return None
-
-
-def alive(pid: int, create_time: float | None) -> bool:
-    """Is (pid, create_time) a live, non-zombie process? create_time None: trust the pid alone."""
-    try:
-        proc = psutil.Process(pid)
-        if create_time is not None and abs(proc.create_time() - create_time) > CREATE_TIME_TOLERANCE_S:
-            return False
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False
 
 
 # ----------------------------------------------------------------------------------------------- records
