@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from sim import envs as sim_envs
-from tests.support.evalops_sim import cli, sides, sim_rig
+from tests.support.evalops_sim import cli, sides, sim_rig, wait_until
 
 CHECKS = ["debug", "carla-import", "carla-dists", "carla-version", "evaluator-modules", "agent-import",
           "torch-cuda", "model-gpu"]
@@ -41,6 +41,19 @@ def preflight(rig_yaml: Path, side: str) -> tuple[int, dict]:
     out = cli(rig_yaml, "preflight", side, "--json", timeout=120)
     assert out.returncode in (0, 1), out.stderr
     return out.returncode, json.loads(out.stdout)["sides"][side]
+
+
+def wait_rendering(rig_yaml: Path, *names: str) -> None:
+    """The sim's server books its VRAM a moment after it starts (its adapter's delay_s, as a real server
+    allocates with its first frames). A GPU check made before then finds the server's pids on no GPU and
+    answers UNKNOWN (fail-closed), so the tests that need the server's GPU wait until each holds its VRAM."""
+    def booked() -> bool:
+        try:   # status's exit code says what it found; its JSON is what is read
+            sides_ = json.loads(cli(rig_yaml, "status", "--json", "--no-rpc").stdout)["sides"]
+        except (ValueError, KeyError):
+            return False
+        return all(((sides_.get(n) or {}).get("vram") or {}).get("server_mb") for n in names)
+    assert wait_until(booked, 60), "the sim's servers never booked their VRAM"
 
 
 def by_name(rep: dict) -> dict[str, dict]:
@@ -129,6 +142,7 @@ TWO_GPUS = {
 def test_torch_sees_cuda_and_keeps_off_the_servers_gpu(tmp_path: Path) -> None:
     d = tmp_path / "sim"
     with sim_rig(d, sides=("A",), gpus=TWO_GPUS) as rig_yaml:
+        wait_rendering(rig_yaml, "A")
         env = yaml.safe_load(rig_yaml.read_text())["sides"]["A"]["evaluator"]["env"]
         edit_rig(rig_yaml, "A", evaluator__conda_env=sim_envs.ENV_TORCH,
                  evaluator__env={**env, "CUDA_VISIBLE_DEVICES": "1"})
@@ -197,6 +211,7 @@ def test_launch_refused_for_a_vram_budget_that_does_not_fit_and_foreign_load_sho
                                                                                    stranger) -> None:
     d = tmp_path / "sim"
     with sim_rig(d, sides=("A", "B")) as rig_yaml:
+        wait_rendering(rig_yaml, "A", "B")
         # Side B reserves what its budget still lacks: A must fit beside that, not beside B's 6000 MiB now.
         edit_rig(rig_yaml, "B", vram_budget_mb=100000)
         edit_rig(rig_yaml, "A", vram_budget_mb=20000)
