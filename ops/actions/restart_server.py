@@ -13,6 +13,7 @@ confirmation); a refusal at any step has its audit line.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from ops.actions.audit import Audit
@@ -36,6 +37,23 @@ async def measure_server(live, side: str) -> SideSnapshot:
         await asyncio.sleep(gap)
         snap = await live.prober.side(side, rpc=True, tables=await fresh_tables(live))
     return snap
+
+
+# A stopped server's threads may still hold its socket for a moment after its main thread reads gone (a
+# thread group's leader is reaped first): the port accepts, and the verdict is UNKNOWN until they exit. A
+# real CARLA server, with its GPU memory to release, takes longer still.
+SETTLE_S = 15.0
+
+
+async def dead_after_stop(live, side: str, within_s: float = SETTLE_S) -> SideSnapshot:
+    """The server read again until DEAD, or until within_s has passed (then the last reading, whatever it
+    says: anything but DEAD refuses the restart)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        snap = await live.prober.side(side, rpc=True, tables=await fresh_tables(live))
+        if snap.server.verdict.state is State.DEAD or time.monotonic() >= deadline:
+            return snap
+        await asyncio.sleep(0.2)
 
 
 def plan_stop_hung(snap: SideSnapshot, host: str) -> Plan:
@@ -81,7 +99,7 @@ async def restart_server(live, side: str, conf: Confirmation, *, snap: SideSnaps
         out = await guard.execute(plan, conf)
         if not out.ok:
             return RestartResult("HUNG", False, out.refused, out.refused or out.detail, out)
-        after = await live.prober.side(side, rpc=True, tables=await fresh_tables(live))
+        after = await dead_after_stop(live, side)
         if after.server.verdict.state is not State.DEAD:
             why = f"after the stop the server reads {after.server.verdict.state.value}: {after.server.verdict.summary}"
             return RestartResult("HUNG", False, None, why, out)
