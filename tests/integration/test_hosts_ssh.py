@@ -247,6 +247,11 @@ def test_spawn_detached_remote(ssh_cfg, tmp_path):
     pid = run(with_host(ssh_cfg, body))
     try:
         p = psutil.Process(pid)
+        # The pid is the background job's: a forked shell until it execs the command (the fork-then-exec
+        # window, longer on a loaded machine), then the command itself under the same pid.
+        deadline = time.monotonic() + 10
+        while token not in p.cmdline() and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert token in p.cmdline() and os.getsid(pid) == pid and p.cwd() == str(tmp_path)
         deadline = time.monotonic() + 5
         while "up 7" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:

@@ -72,7 +72,10 @@ def test_busy_side_is_refused_and_untouched(capsys, rig_dir) -> None:
     out = json.loads(capsys.readouterr().out)
     assert rc == 3 and "evaluator" in out["refused"] and out["targets"] == []
     assert out["plan"]["verdicts"]["evaluator"] == "ALIVE"
-    assert keys <= session_processes()          # A's server and evaluator chain all still there
+    # A's server and evaluator chain all still there. Read again for a moment if one is missing: a read of
+    # /proc/PID/environ can fail while processes of other tests come and go; a process we stopped stays gone.
+    assert sim.wait_for(lambda: keys <= session_processes(), 5.0), \
+        [(k, read_proc(k[0])) for k in keys - session_processes()]
 
 
 def test_a_connected_client_refuses(rig_dir) -> None:
