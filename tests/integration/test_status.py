@@ -36,10 +36,11 @@ def rig_dir(tmp_path: Path):
     sim.up(d, route_s=1.0, tick_s=0.2, stall_s=2.0, routes=60)
     try:
         # up() returns once the servers answer; the evaluators are started, not yet running (conda run's
-        # wrapper, then the interpreter): a status at once on a loaded machine can see no evaluator yet.
+        # wrapper, then the interpreter), and each server books its VRAM a moment after it starts: a status
+        # at once on a loaded machine can see no evaluator, or a server on no GPU, yet.
         assert wait_until(lambda: all(s["evaluator"]["state"] == "ALIVE" and s["heartbeat"]["state"] == "FRESH"
-                                      for s in status_json(d / "rig.yaml").values()), 90, every=0.2), \
-            "the sim's evaluators never ran"
+                                      and s["vram"]["server_mb"] for s in status_json(d / "rig.yaml").values()),
+                          90, every=0.2), "the sim's evaluators never ran, or its servers never booked their VRAM"
         yield d
     finally:
         sim.down(d)
