@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ops.platform.base import Host
     from sim import rig as sim  # the demo imports it when it runs
 
-FULL_EVERY = 3   # beats: a served side's full poll at least every third beat, its heartbeat every beat
+FULL_EVERY = 3   # beats: a served side's full poll every third beat or less often (full_every)
 # At most about this many served sides' full polls a beat: a rig of tens of sides spreads them over more
 # beats (32 sides: each every 8th). What moves on a served side between full polls is its heartbeat, read
 # every beat; a beat that is not FRESH ends the side's served state, so its next poll is full.

@@ -15,6 +15,7 @@ import pytest
 
 from ops.platform.common import SpawnError
 from ops.platform.ssh import SshHost, posix_command, posix_spawn_command
+from sim.procs import wait_until
 from tests.support.sshd import keygen
 
 pytestmark = pytest.mark.ssh
@@ -249,10 +250,8 @@ def test_spawn_detached_remote(ssh_cfg, tmp_path):
         p = psutil.Process(pid)
         # The pid is the background job's: a forked shell until it execs the command (the fork-then-exec
         # window, longer on a loaded machine), then the command itself under the same pid.
-        deadline = time.monotonic() + 10
-        while token not in p.cmdline() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert token in p.cmdline() and os.getsid(pid) == pid and p.cwd() == str(tmp_path)
+        assert wait_until(lambda: token in p.cmdline(), 10), p.cmdline()
+        assert os.getsid(pid) == pid and p.cwd() == str(tmp_path)
         deadline = time.monotonic() + 5
         while "up 7" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
             time.sleep(0.02)
