@@ -152,6 +152,54 @@ def with_descendants(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
     return out
 
 
+def frozen_family(roots: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """The roots and all their descendants, outer first, each stopped (SIGSTOP) before its children are read.
+
+    A stopped process cannot fork, so the family read this way is complete. A snapshot of descendants taken
+    while the family runs misses a child forked after it: a `conda run` that spawns its evaluator just after
+    the snapshot leaves that evaluator running once conda is killed (conda forwards no signal).
+    """
+    out: list[psutil.Process] = []
+    seen: set[int] = set()
+    frontier = list(roots)
+    while frontier:
+        stopped = []
+        for proc in frontier:
+            if proc.pid in seen:
+                continue
+            seen.add(proc.pid)
+            try:
+                proc.suspend()   # psutil re-checks the create time: a recycled pid is refused
+            except psutil.NoSuchProcess:
+                continue
+            out.append(proc)
+            stopped.append(proc)
+        frontier = []
+        for proc in stopped:
+            try:
+                frontier.extend(proc.children())
+            except psutil.NoSuchProcess:
+                continue
+    return out
+
+
+def stop_family(roots: Iterable[psutil.Process], grace_s: float = 3.0) -> StopReport:
+    """Stop the roots and every descendant, none missed (frozen_family): SIGTERM to each while frozen, then
+    SIGCONT so each acts on it, then as `stop`."""
+    family = frozen_family(roots)
+    for proc in family:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    for proc in family:
+        try:
+            proc.resume()
+        except psutil.NoSuchProcess:
+            pass
+    return stop(family, grace_s)
+
+
 def stop(procs: Iterable[psutil.Process], grace_s: float = 3.0) -> StopReport:
     """SIGTERM each (outer → inner), wait up to grace_s, SIGKILL what is left, wait again.
 

@@ -40,10 +40,9 @@ from sim.procs import (
     find_by_token,
     identify,
     record_started,
-    stop,
+    stop_family,
     wait_gone,
     wait_until,
-    with_descendants,
 )
 
 EVALUATOR_FAULTS = ("hang", "crash", "finish", "agent-setup")
@@ -433,7 +432,7 @@ def _write_config(layout: SimLayout, states: Sequence[SideState], stall_s: float
 
 def _stop_popen(proc: subprocess.Popen) -> None:
     try:
-        stop(with_descendants([psutil.Process(proc.pid)]), grace_s=1.0)
+        stop_family([psutil.Process(proc.pid)], grace_s=1.0)
     except psutil.NoSuchProcess:
         pass
     proc.poll()
@@ -445,9 +444,9 @@ def down(dir: str | Path, grace_s: float = 3.0) -> StopReport:
     # Harnesses the console launched into this rig go first: a harness that outlived its evaluator would
     # start the next attempt against a server that is about to stop.
     harnesses = [p for p in (identify(r) for r in _harness_records(layout)) if p is not None]
-    first = stop(with_descendants(harnesses), grace_s=grace_s) if harnesses else StopReport()
+    first = stop_family(harnesses, grace_s=grace_s) if harnesses else StopReport()
     procs = [p for p in (identify(r) for r in all_records(layout)) if p is not None]
-    report = stop(with_descendants(procs), grace_s=grace_s) if procs else StopReport()
+    report = stop_family(procs, grace_s=grace_s) if procs else StopReport()
     report = StopReport(first.terminated + report.terminated, first.killed + report.killed,
                         first.survivors + report.survivors)
     reap_children()

@@ -305,7 +305,9 @@ def op_stat(path: str) -> dict:
         return {"now": now, "kind": "missing"}
     if not stat.S_ISREG(st.st_mode):   # a FIFO or a device: no writer's mtime, and a read would block
         return {"now": now, "kind": "special"}
-    return {"now": now, "kind": "file", "mtime": st.st_mtime_ns / 1e9, "size": st.st_size}
+    # int / int is correctly rounded, so this is the float of stat's "%.9Y" text, the commands' answer;
+    # ns / 1e9 rounds the ns to a float first and can differ in the last bit.
+    return {"now": now, "kind": "file", "mtime": st.st_mtime_ns / 10**9, "size": st.st_size}
 
 
 def _open_regular(path: str):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,8 +16,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
+
 from ops.platform.procs import read_proc
 from sim import rig as sim
+from sim.procs import stop_family
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,12 +87,17 @@ def _harness_pids(rig_yaml: Path) -> list[tuple[int, float]]:
 
 
 def stop_exact(targets: list[tuple[int, float]], grace: float = 3.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid, ct in targets:
-            if alive(pid, ct):
-                os.kill(pid, sig)
-        if wait_until(lambda: not any(alive(p, c) for p, c in targets), grace):
-            return
+    """Stop these processes (pid + create time) and all their descendants. A harness stopped alone would
+    orphan an evaluator chain still starting up (conda forwards no signal), which nothing then stops."""
+    procs = []
+    for pid, ct in targets:
+        try:
+            proc = psutil.Process(pid)
+        except psutil.NoSuchProcess:
+            continue
+        if alive(pid, ct) and abs(proc.create_time() - ct) <= 0.05:
+            procs.append(proc)
+    stop_family(procs, grace)
 
 
 @contextmanager

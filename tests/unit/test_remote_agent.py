@@ -117,6 +117,18 @@ def test_files_as_the_commands_answer(tmp_path: Path, flags: tuple[str, ...]) ->
     asyncio.run(go())
 
 
+def test_an_mtime_is_the_float_of_stats_text_to_the_last_bit(tmp_path: Path) -> None:
+    """The agent and the commands (`stat -c %.9Y`) must give the same float: a CI run saw ...9392383 from the
+    agent against ...9392385 from the commands, the ns rounded to a float before the division."""
+    mod = load_agent_module()
+    f = tmp_path / "f"
+    f.write_text("x")
+    ns = 1796228665_939238500   # the CI run's mtime: ns / 1e9 and the text's float differ in the last bit
+    os.utime(f, ns=(ns, ns))
+    text = f"{ns // 10**9}.{ns % 10**9:09d}"
+    assert mod.op_stat(str(f))["mtime"] == float(text)
+
+
 def test_process_table_whole_then_change_sets() -> None:
     async def go() -> None:
         async with agent_process() as (agent, pid):

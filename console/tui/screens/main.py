@@ -146,7 +146,10 @@ class MainScreen(Screen):
             self.query_one(SideTable).step(step)
             return
         i = self.sides.index(self.selected) if self.selected in self.sides else 0
-        self.pane(self.sides[(i + step) % len(self.sides)]).focus()
+        # Selected now, not when the pane's focus message arrives: a key pressed right after Tab (a fast
+        # typist, a loaded machine) must act on the side the operator moved to.
+        self.selected = self.sides[(i + step) % len(self.sides)]
+        self.pane(self.selected).focus()
 
     # Every action names the selected side and hands it to the app, which owns the backend and workers.
     def action_reprobe(self) -> None:
