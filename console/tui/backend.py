@@ -55,7 +55,7 @@ def beat_every(sides: int) -> int:
     return max(1, -(-sides // BEATS_PER_BEAT))
 
 
-def full_due(beat: int, phase: int, every: int) -> bool:
+def falls_on(beat: int, phase: int, every: int) -> bool:
     """A served side's poll (full, or its heartbeat read) falls on this beat. The phase (the side's slot)
     staggers the sides: started together, they would otherwise all go full on the same beat, a burst of CPU
     every `every` beats that a key press waits behind."""
@@ -122,14 +122,14 @@ class LiveBackend:
         self._start_remote_audit(side)
         # The pane shows HUNG as the side's supervisor measured it, as `status` does (display only: the
         # plans of `h` and the guard measure afresh).
-        # A served side's process table, chain and server are read on its full beats (full_due); the beats
+        # A served side's process table, chain and server are read on its full beats (falls_on); the beats
         # between read its heartbeat and log tail (Prober._light): what moves every second on a running side.
         # The window reaches past the side's next full beat, so a late beat never turns light into full.
         p = self.rig.poll_s
         beat = int(time.monotonic() // p) if p > 0 else 0
         phase = self._phase[side]
-        light = 0.0 if full_due(beat, phase, self._full_every) else (self._full_every + 0.5) * p
-        due = full_due(beat, phase, self._beat_every)
+        light = 0.0 if falls_on(beat, phase, self._full_every) else (self._full_every + 0.5) * p
+        due = falls_on(beat, phase, self._beat_every)
         if self.rig.engine == "process":
             snap = await self.live.prober.side(side, rpc=rpc, tail=self.log_tail, light_within_s=light,
                                                    beat_due=due)

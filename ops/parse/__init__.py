@@ -21,16 +21,10 @@ from ops.parse.checkpoint import (
 from ops.parse.errors import ParseError
 from ops.parse.netsh import ExclusionRange, ExclusionTable, parse_excluded_ranges
 from ops.parse.nvsmi import (
-    QUERY_APPS_ARGS,
-    QUERY_GPU_ARGS,
     QUERY_XML_ARGS,
-    AppReading,
-    GpuReading,
     SmiLog,
     XmlGpu,
     XmlProcess,
-    parse_compute_apps,
-    parse_query_gpu,
     parse_query_xml,
 )
 from ops.parse.routes import RoutesFile, checkpoint_route_id, parse_routes
@@ -43,11 +37,11 @@ from ops.parse.winproc import (
 )
 
 __all__ = [
-    "AppReading", "Checkpoint", "ExclusionRange", "ExclusionTable", "GpuReading", "PS_PROCESS_QUERY",
-    "ParseError", "QUERY_APPS_ARGS", "QUERY_GPU_ARGS", "QUERY_XML_ARGS", "RouteRecord", "RoutesFile",
+    "Checkpoint", "ExclusionRange", "ExclusionTable", "PS_PROCESS_QUERY",
+    "ParseError", "QUERY_XML_ARGS", "RouteRecord", "RoutesFile",
     "SmiLog", "WinProc", "XmlGpu", "XmlProcess",
     "checkpoint_route_id", "completed_records", "parse_creation_date", "driving_score", "is_success", "last_status",
-    "parse_checkpoint", "parse_compute_apps", "parse_excluded_ranges", "parse_query_gpu",
+    "parse_checkpoint", "parse_excluded_ranges",
     "parse_query_xml", "parse_routes", "parse_win_processes", "penalty_for", "record_penalty", "resume_index",
     "split_windows_cmdline", "success_rate", "wall_game_ratio",
 ]

@@ -16,7 +16,7 @@ from ops.platform.listeners import pid_listen_ports
 from ops.platform.procs import ProcTable
 from ops.platform.verbs import BEAT_SHARE_S
 from ops.probes.chain import Chain, find_chain
-from ops.probes.harness_state import HarnessState, read_state_on
+from ops.probes.harness_state import HarnessState, StateCache, read_state_on
 from ops.tristate import Evidence, State, Verdict
 
 
@@ -104,9 +104,9 @@ class EvaluatorProbe:
 
 
 async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: ProcTable,
-                          cache: CheckpointCache, timeout: float) -> EvaluatorProbe:
+                          cache: CheckpointCache, timeout: float, states: StateCache | None = None) -> EvaluatorProbe:
     cp = await cache.read(host, side.evaluator.path(side.evaluator.checkpoint), timeout)
-    hs = await read_state_on(host, rig, side.name, timeout)
+    hs = await read_state_on(host, rig, side.name, timeout, states)
     harness = hs if isinstance(hs, HarnessState) else None
     if not table.ok:
         v = Verdict(State.UNKNOWN, (table.evidence(),), f"process table unreadable: {table.error}")

@@ -169,12 +169,33 @@ def read_state(rig: RigConfig, side: str) -> HarnessState | None | str:
         return f"unreadable {path}: {e}"
 
 
-# A remote side's state file as last read and parsed, by host and path: the console reads it every full poll,
-# and it changes once an attempt or a recovery. A reader never mutates a state it was handed.
-_parsed_remote: dict[tuple[str, str], tuple[str, HarnessState]] = {}
+class StateCache:
+    """A remote side's state file as last read and parsed, by host and path: a prober reads it every full
+    poll, and it changes once an attempt or a recovery. Owned by whoever polls (the Prober); a reader never
+    mutates a state it was handed."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[tuple[str, str], tuple[str, HarnessState]] = {}
+
+    def parse(self, host: str, path: str, text: str) -> HarnessState | None | str:
+        seen = self._parsed.get((host, path))
+        if seen is not None and seen[0] == text:
+            return seen[1]
+        state = _parse_text(text, f"{path} on {host}")
+        if isinstance(state, HarnessState):
+            self._parsed[(host, path)] = (text, state)
+        return state
 
 
-async def read_state_on(host: Any, rig: RigConfig, side: str, timeout: float) -> HarnessState | None | str:
+def _parse_text(text: str, where: str) -> HarnessState | str:
+    try:
+        return parse_state(json.loads(text))
+    except (ValueError, TypeError, RecursionError) as e:
+        return f"unreadable {where}: {e}"
+
+
+async def read_state_on(host: Any, rig: RigConfig, side: str, timeout: float,
+                        cache: StateCache | None = None) -> HarnessState | None | str:
     """read_state on the side's evaluator host: this machine's file directly, another host's through its
     platform (a bounded read with a timeout: a supervisor on a remote host writes its state there)."""
     if host.is_local:
@@ -185,13 +206,6 @@ async def read_state_on(host: Any, rig: RigConfig, side: str, timeout: float) ->
         return None
     if ft.text is None:
         return f"unreadable {path} on {host.name}: {ft.error}"
-    seen = _parsed_remote.get((host.name, path))
-    if seen is not None and seen[0] == ft.text:
-        return seen[1]
-    try:
-        state = parse_state(json.loads(ft.text))
-    except (ValueError, TypeError, RecursionError) as e:
-        return f"unreadable {path} on {host.name}: {e}"
-    if isinstance(state, HarnessState):
-        _parsed_remote[(host.name, path)] = (ft.text, state)
-    return state
+    if cache is not None:
+        return cache.parse(host.name, path, ft.text)
+    return _parse_text(ft.text, f"{path} on {host.name}")

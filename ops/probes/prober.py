@@ -22,6 +22,7 @@ from ops.platform.procs import ProcTable
 from ops.platform.verbs import BEAT_SHARE_S, lasting_clients, process_table
 from ops.probes.adapter_record import read_record
 from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, probe_evaluator
+from ops.probes.harness_state import StateCache
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
 from ops.probes.lifecycle import FINAL_STATUSES, Lifecycle, LifecycleReading, derive, watched_beat
 from ops.probes.server import ServerProbe, Silence, hung_verdict, probe_server, track_silence
@@ -219,6 +220,7 @@ class Prober:
         self._sides_by_host: dict[str, list[str]] = {}
         self.rpc_overhead_s = rpc_overhead_s   # conda start-up + `import carla`, on top of the RPC timeout
         self.checkpoints = CheckpointCache()
+        self.harness_states = StateCache()
         self.live_results = LiveResultsCache()
         self._last_rpc: dict[str, tuple[float, ServerProbe]] = {}
         self._silence: dict[str, Silence] = {}      # side -> consecutive unanswered rpc probes (HUNG)
@@ -303,7 +305,8 @@ class Prober:
         server_c = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
                                 rpc_overhead_s=self.rpc_overhead_s)
         hb_c = probe_heartbeat(ev_host, side.evaluator.path(side.evaluator.log), side.heartbeat.stall_s, timeout)
-        ev_c = probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout)
+        ev_c = probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout,
+                               self.harness_states)
         vram_c = self._vram(side.server.host, timeout, force=bool(rpc)) if vram else self._no_vram(side.server.host)
         if (not due and (not vram or self._vram_cached(side.server.host, force=bool(rpc)))
                 and self.hosts[side.server.host].is_local and ev_host.is_local):

@@ -20,11 +20,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ops.parse import (
-    AppReading,
     Checkpoint,
     ExclusionRange,
     ExclusionTable,
-    GpuReading,
     ParseError,
     RoutesFile,
     SmiLog,
@@ -33,9 +31,7 @@ from ops.parse import (
     driving_score,
     last_status,
     parse_checkpoint,
-    parse_compute_apps,
     parse_excluded_ranges,
-    parse_query_gpu,
     parse_query_xml,
     parse_routes,
     parse_win_processes,
@@ -50,6 +46,8 @@ from ops.parse import netsh as netsh_mod
 from ops.parse import nvsmi as nvsmi_mod
 from ops.parse import routes as routes_mod
 from ops.parse import winproc as winproc_mod
+from tests.support import nvsmi_csv
+from tests.support.nvsmi_csv import AppReading, GpuReading, parse_compute_apps, parse_query_gpu
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 NETSH = [(DATA / f"netsh_otel_pr10839_{x}.txt").read_text(encoding="utf-8") for x in "ab"]
@@ -202,8 +200,8 @@ def test_any_sample_fed_to_any_parser(name: str, data: st.DataObject) -> None:
     check(name, data.draw(mutated(SAMPLES[other])))
 
 
-@pytest.mark.parametrize("name, limit", [("netsh", netsh_mod.MAX_CHARS), ("gpu", nvsmi_mod.MAX_CHARS),
-                                         ("apps", nvsmi_mod.MAX_CHARS), ("xml", nvsmi_mod.MAX_XML_CHARS),
+@pytest.mark.parametrize("name, limit", [("netsh", netsh_mod.MAX_CHARS), ("gpu", nvsmi_csv.MAX_CHARS),
+                                         ("apps", nvsmi_csv.MAX_CHARS), ("xml", nvsmi_mod.MAX_XML_CHARS),
                                          ("checkpoint", checkpoint_mod.MAX_CHARS),
                                          ("routes", routes_mod.MAX_CHARS), ("winproc", winproc_mod.MAX_CHARS)])
 @pytest.mark.parametrize("as_bytes", [False, True])

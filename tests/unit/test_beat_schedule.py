@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from console.tui.backend import FULL_EVERY, FULL_PER_BEAT, LiveBackend, beat_every, full_due, full_every
+from console.tui.backend import FULL_EVERY, FULL_PER_BEAT, LiveBackend, beat_every, falls_on, full_every
 
 
 def rig(sides: int, hosts: int) -> Any:
@@ -27,8 +27,8 @@ def test_32_sides_on_4_hosts_spread_their_polls_and_a_beats_full_polls_share_one
     full_at: dict[str, list[int]] = {s: [] for s in r.sides}
     read_at: dict[str, list[int]] = {s: [] for s in r.sides}
     for beat in range(100, 100 + 2 * every):
-        full = [s for s in r.sides if full_due(beat, b._phase[s], every)]
-        read = [s for s in r.sides if full_due(beat, b._phase[s], beats)]
+        full = [s for s in r.sides if falls_on(beat, b._phase[s], every)]
+        read = [s for s in r.sides if falls_on(beat, b._phase[s], beats)]
         assert len(full) <= FULL_PER_BEAT
         assert len({r.sides[s].evaluator.host for s in full}) <= 1   # one host's process table a beat
         assert len(read) == 16

@@ -1,16 +1,17 @@
-"""ops.parse.nvsmi: nvidia-smi CSV, from the real H200 captures and the placeholder values."""
+"""tests/support/nvsmi_csv: nvidia-smi CSV as the tests read it (the sim's fake and the fixtures), from the
+real H200 captures and the placeholder values. The console itself reads `-q -x` (test_vram_vulkan.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from ops.parse import (
+from ops.parse import ParseError
+from tests.support.nvsmi_csv import (
     QUERY_APPS_ARGS,
     QUERY_GPU_ARGS,
     AppReading,
     GpuReading,
-    ParseError,
     parse_compute_apps,
     parse_query_gpu,
 )

@@ -20,12 +20,13 @@ from types import SimpleNamespace
 import pytest
 
 from ops.model import HostConfig
-from ops.parse import ParseError, parse_compute_apps, parse_query_gpu, parse_query_xml
-from ops.parse.nvsmi import QUERY_GPU_ARGS, QUERY_XML_ARGS
+from ops.parse import ParseError, parse_query_xml
+from ops.parse.nvsmi import QUERY_XML_ARGS
 from ops.platform.base import Host, Result
 from ops.platform.common import SpawnError
 from ops.probes import vram
 from ops.probes.vram import GpuProc, merge_procs, nvml_rows, per_pid, read_vram, smi_rows
+from tests.support.nvsmi_csv import QUERY_GPU_ARGS, parse_compute_apps, parse_query_gpu
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nvsmi_vulkan"
 MIB = 2**20

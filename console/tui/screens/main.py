@@ -25,6 +25,11 @@ from widgets.side_table import SideRow, SideTable
 
 TABLE_FROM = 5   # this many sides and more: a table of sides and one detail pane (tens of sides, 80×24)
 
+
+def is_tabular(sides: int) -> bool:
+    """The main screen of a rig of this many sides is a table of sides (and one detail pane)."""
+    return sides >= TABLE_FROM
+
 # Every binding has an id: a user keymap (console/tui/keymap.py) rebinds it by that id.
 SAFE_BINDINGS: list[BindingType] = [
     Binding("g", "reprobe", "Probe", id="reprobe"),
@@ -69,7 +74,7 @@ class MainScreen(Screen):
         self.sides = sides
         self.read_only = read_only
         self.selected = sides[0] if sides else ""
-        self.tabular = len(sides) >= TABLE_FROM
+        self.tabular = is_tabular(len(sides))
         self.rows: dict[str, SideRow] = {}
         self._say_timer: Timer | None = None
 
