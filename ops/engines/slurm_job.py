@@ -27,6 +27,7 @@ from pathlib import Path
 from ops.engines.overlay import job_record_path
 from ops.model import RigConfig, SideConfig
 from ops.platform.atomic import write_json
+from ops.platform.procs import stat_state
 from ops.probes.server import rpc_marker
 
 SERVER_START_S = 60.0
@@ -137,7 +138,7 @@ def _children_of(pid: int) -> list[int]:
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[1]) == pid and fields[0] != b"Z":
+            if int(fields[1]) == pid and stat_state(fields) != "Z":
                 out.append(int(name))
         except (OSError, IndexError, ValueError):
             continue

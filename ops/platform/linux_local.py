@@ -47,8 +47,8 @@ class LinuxLocal(Platform):
         if abs(proc.create_time - create_time) > SAME_PROCESS_TOLERANCE_S:
             return SignalOutcome("changed", f"pid {pid} now started at {proc.create_time:.2f}")
         # exec() keeps the pid and the start time: the argv tells the planned program from another one.
-        # (A zombie has exited already: its cmdline reads empty.)
-        if cmdline is not None and proc.cmdline != tuple(cmdline) and proc.state != "Z":
+        # (A zombie's cmdline reads empty: Z has exited, Zl is the planned process exiting; both are signalled.)
+        if cmdline is not None and proc.cmdline != tuple(cmdline) and not proc.state.startswith("Z"):
             return SignalOutcome("changed", f"pid {pid} now runs {proc.cmd_text(160)!r} (exec'd since the plan)")
         try:
             os.kill(pid, getattr(_signal, sig))

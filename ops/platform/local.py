@@ -32,6 +32,7 @@ from ops.platform.common import (
     timeout_error,
 )
 from ops.platform.linux_local import LinuxLocal
+from ops.platform.procs import stat_state
 from ops.platform.timeouts import within
 
 
@@ -71,7 +72,7 @@ def _group_alive(pgid: int) -> bool:
             continue  # exited meanwhile
         # pid (comm) state ppid pgrp ...: comm may hold spaces and ')' - split after the last ')'.
         fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+        if len(fields) >= 18 and int(fields[2]) == pgid and stat_state(fields) not in ("Z", "X"):
             return True
     return False
 

@@ -178,12 +178,28 @@ def _boot_time() -> float:
     raise OSError("btime not found in /proc/stat")
 
 
+ZOMBIE_LEADER = "Zl"
+
+
+def stat_state(fields: list[bytes]) -> str:
+    """The state of a /proc/PID/stat line's fields after comm (fields[0] is field 3, the state letter).
+
+    A zombie whose other threads still run reads ZOMBIE_LEADER (ps shows it as `Zl`), not Z: its main
+    thread has exited, but the process has not, and its threads still hold its sockets (a server's port
+    stays open) and its GPU memory. Every `state == "Z"` test means "has exited", so it must not match.
+    """
+    state = fields[0].decode("ascii", "replace")
+    if state == "Z" and int(fields[17]) > 1:   # num_threads: a zombie with nothing left counts only itself
+        return ZOMBIE_LEADER
+    return state
+
+
 def parse_stat(raw: bytes, boot_time: float) -> tuple[int, float, str, str]:
     """(ppid, create_time, state, comm) from a /proc/PID/stat line; comm may hold spaces and ')'."""
     lpar, rpar = raw.find(b"("), raw.rfind(b")")
     comm = raw[lpar + 1:rpar].decode("utf-8", "replace")
     fields = raw[rpar + 2:].split(b" ", 20)
-    state = fields[0].decode("ascii", "replace")
+    state = stat_state(fields)
     ppid = int(fields[1])
     start_ticks = int(fields[19])
     return ppid, boot_time + start_ticks / _CLK_TCK, state, comm

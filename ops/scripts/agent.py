@@ -198,8 +198,10 @@ def read_stat(pid: int):
         raw = f.read(4096)
     lpar, rpar = raw.find(b"("), raw.rfind(b")")
     fields = raw[rpar + 2:].split(b" ", 20)
-    return int(fields[1]), fields[0].decode("ascii", "replace"), int(fields[19]), \
-        raw[lpar + 1:rpar].decode("utf-8", "replace")
+    state = fields[0].decode("ascii", "replace")
+    if state == "Z" and int(fields[17]) > 1:   # a zombie leader whose threads still run has not exited
+        state = "Zl"                             # (ops/platform/procs.py ZOMBIE_LEADER)
+    return int(fields[1]), state, int(fields[19]), raw[lpar + 1:rpar].decode("utf-8", "replace")
 
 
 def read_cmdline(pid: int):

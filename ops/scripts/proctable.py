@@ -22,7 +22,10 @@ def main() -> None:
                     cmd = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
             except PermissionError:
                 cmd = None
-            rows.append({"pid": int(name), "ppid": int(fields[1]), "state": fields[0].decode(),
+            state = fields[0].decode()
+            if state == "Z" and int(fields[17]) > 1:   # a zombie leader whose threads run on: not exited
+                state = "Zl"
+            rows.append({"pid": int(name), "ppid": int(fields[1]), "state": state,
                          "create_time": boot + int(fields[19]) / CLK, "cmdline": cmd,
                          "name": raw[raw.find(b"(") + 1:r].decode("utf-8", "replace")})
         except (FileNotFoundError, ProcessLookupError):

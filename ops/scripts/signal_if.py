@@ -23,7 +23,10 @@ def state(pid: int) -> str:
             raw = f.read()
     except OSError:
         return "?"
-    return raw[raw.rfind(b")") + 2:].split()[0].decode("ascii", "replace")
+    fields = raw[raw.rfind(b")") + 2:].split()
+    letter = fields[0].decode("ascii", "replace")
+    # A zombie leader whose other threads still run (ps: Zl) has not exited: they hold its sockets.
+    return "Zl" if letter == "Z" and int(fields[17]) > 1 else letter
 
 
 def cmdline(pid: int) -> list:
@@ -53,10 +56,12 @@ def main() -> int:
         except PermissionError as e:
             print(json.dumps({"outcome": "error", "error": str(e)}))
             return 0
-        if now != argv:
-            if state(pid) == "Z":   # exited, not yet reaped: its cmdline reads empty
-                print(json.dumps({"outcome": "gone"}))
-                return 0
+        # A zombie's cmdline reads empty: Z has exited (not yet reaped); Zl is the planned process, exiting.
+        st = state(pid) if now != argv else ""
+        if st == "Z":
+            print(json.dumps({"outcome": "gone"}))
+            return 0
+        if now != argv and st != "Zl":
             print(json.dumps({"outcome": "changed", "detail": "pid {} now runs {!r} (exec'd since the plan)".format(
                 pid, " ".join(now)[:160])}))
             return 0
