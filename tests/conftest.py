@@ -7,11 +7,15 @@ still carrying this session's value in its environment is a leak: the session re
 from __future__ import annotations
 
 import os
-import signal
 import time
 import uuid
 
 import pytest
+
+from tests.support.session import MARK_VAR, marked_processes, reap
+
+if __name__ != "conftest":   # imported again under another name, it would set a second mark (support/session.py)
+    raise ImportError(f"conftest imported as {__name__}: import tests.support.session instead")
 
 # This machine exports PYTHONUNBUFFERED=1, which hides what a real rig does: an evaluator whose stdout is
 # a file block-buffers (8 KiB) unless the console runs it unbuffered, and the log's mtime is the heartbeat.
@@ -19,40 +23,9 @@ import pytest
 os.environ.pop("PYTHONUNBUFFERED", None)
 
 SESSION_MARK = f"pytest-{uuid.uuid4().hex[:12]}"
-os.environ["CARLA_CONSOLE_TEST_SESSION"] = SESSION_MARK
+os.environ[MARK_VAR] = SESSION_MARK
 
 pytest_plugins = ["tests.support.conftest_ssh"]
-
-
-def marked_processes(mark: str = SESSION_MARK) -> list[int]:
-    needle = f"CARLA_CONSOLE_TEST_SESSION={mark}".encode()
-    me = os.getpid()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read()
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != b"Z" and needle in env.split(b"\0"):
-            found.append(int(name))
-    return found
-
-
-def reap(pids: list[int]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
-            time.sleep(0.05)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -60,10 +33,10 @@ def no_leftover_processes():
     yield
     # Give exiting processes a moment: a TERM sent by the last test may still be in flight.
     deadline = time.monotonic() + 5
-    left = marked_processes()
+    left = marked_processes(SESSION_MARK)
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = marked_processes()
+        left = marked_processes(SESSION_MARK)
     if left:
         detail = []
         for pid in left:

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ops.platform.procs import Proc, read_proc
+from tests.support.session import marked_processes
 from tests.support.sshd import SSHD
 
-MARK = f"CARLA_CONSOLE_TEST_SESSION={os.environ.get('CARLA_CONSOLE_TEST_SESSION', '')}".encode()
 Key = tuple[int, float]
 
 
@@ -44,14 +44,6 @@ def key(pid: int, create_time: float) -> Key:
 
 
 # ---- process table --------------------------------------------------------------------------------
-
-def _marked(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return MARK in f.read().split(b"\0")
-    except OSError:
-        return False
-
 
 def _sshd_side(p: Proc, by_pid: dict[int, Proc]) -> bool:
     """An sshd process or anything running under one (a probe run over SSH)."""
@@ -106,9 +98,10 @@ class Procs:
             p = read_proc(int(name))
             if p is not None and p.state != "Z":
                 raw[p.pid] = p
+        marked = set(marked_processes())
         out = {}
         for p in raw.values():
-            if _marked(p.pid) and not _sshd_side(p, raw):
+            if p.pid in marked and not _sshd_side(p, raw):
                 out[key(p.pid, p.create_time)] = p
         return Snapshot(out, time.time())
 

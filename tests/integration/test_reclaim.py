@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 
 import pytest
@@ -15,26 +14,12 @@ from ops.config import load_config
 from ops.platform.procs import read_proc
 from ops.rig import open_rig
 from sim import rig as sim
-
-MARK = f"CARLA_CONSOLE_TEST_SESSION={os.environ.get('CARLA_CONSOLE_TEST_SESSION', '')}".encode()
+from tests.support.session import marked_processes
 
 
 def session_processes() -> set[tuple[int, float]]:
     """(pid, create time) of every live process this test session started (conftest's env mark)."""
-    out = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if MARK not in f.read().split(b"\0"):
-                    continue
-        except OSError:
-            continue
-        p = read_proc(int(name))
-        if p is not None and p.state != "Z":
-            out.add(p.key)
-    return out
+    return {p.key for pid in marked_processes() if (p := read_proc(pid)) is not None and p.state != "Z"}
 
 
 def snapshot(rig_yaml, side: str):

@@ -14,7 +14,7 @@ import uuid
 import psutil
 
 from sim.procs import stop_family, wait_until
-from tests.conftest import marked_processes, reap
+from tests.support.session import MARK_VAR, marked_processes, reap
 
 FORKER = """
 import subprocess, sys, time
@@ -27,7 +27,7 @@ while True:
 
 def test_a_parent_that_keeps_forking_leaves_no_child_behind() -> None:
     mark = f"stop-family-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "CARLA_CONSOLE_TEST_SESSION": mark}
+    env = {**os.environ, MARK_VAR: mark}
     parent = subprocess.Popen([sys.executable, "-c", FORKER], env=env, stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None and parent.stdout.readline() == b"up\n"
