@@ -5,6 +5,8 @@ file is never touched because of it.
 """
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from ops.model import RigConfig, SideConfig
@@ -103,10 +105,26 @@ class EvaluatorProbe:
         return last_status(cp) if cp else None
 
 
+EvaluatorFiles = tuple[CheckpointReading, HarnessState | None | str]
+
+
+async def evaluator_files(rig: RigConfig, side: SideConfig, host: Host, cache: CheckpointCache, timeout: float,
+                          states: StateCache | None = None) -> EvaluatorFiles:
+    """The side's checkpoint and harness state: what probe_evaluator reads besides the process table.
+    On another host the two reads go out together (each is a round trip); here they are a stat each."""
+    cp_path = side.evaluator.path(side.evaluator.checkpoint)
+    if host.is_local:
+        return await cache.read(host, cp_path, timeout), await read_state_on(host, rig, side.name, timeout, states)
+    cp, hs = await asyncio.gather(cache.read(host, cp_path, timeout),
+                                  read_state_on(host, rig, side.name, timeout, states))
+    return cp, hs
+
+
 async def probe_evaluator(rig: RigConfig, side: SideConfig, host: Host, table: ProcTable,
-                          cache: CheckpointCache, timeout: float, states: StateCache | None = None) -> EvaluatorProbe:
-    cp = await cache.read(host, side.evaluator.path(side.evaluator.checkpoint), timeout)
-    hs = await read_state_on(host, rig, side.name, timeout, states)
+                          cache: CheckpointCache, timeout: float, states: StateCache | None = None,
+                          files: Awaitable[EvaluatorFiles] | None = None) -> EvaluatorProbe:
+    """files: the evaluator_files read already under way (a remote side's poll starts it beside the table)."""
+    cp, hs = await (files if files is not None else evaluator_files(rig, side, host, cache, timeout, states))
     harness = hs if isinstance(hs, HarnessState) else None
     if not table.ok:
         v = Verdict(State.UNKNOWN, (table.evidence(),), f"process table unreadable: {table.error}")

@@ -4,6 +4,7 @@ are hand-built, the decisions are the prober's own."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,6 +14,9 @@ from ops.probes.prober import Prober
 from ops.probes.server import ServerProbe
 from ops.probes.vram import Gpu, VramReading
 from ops.tristate import Evidence, State, Verdict
+
+# A host the prober only asks whether it is local (the probes themselves are replaced in these tests).
+LOCAL = SimpleNamespace(name="local", is_local=True)
 
 
 def rig() -> RigConfig:
@@ -48,7 +52,7 @@ def test_vram_cadence_doubles_while_unchanged_and_resets_on_a_change(monkeypatch
     async def fake_read(cfg, host, timeout):
         return next(readings)
     monkeypatch.setattr(prober_mod, "read_vram", fake_read)
-    p = Prober(rig(), {"local": object()}, vram_every_s=5.0, vram_max_s=30.0)   # type: ignore[dict-item]
+    p = Prober(rig(), {"local": LOCAL}, vram_every_s=5.0, vram_max_s=30.0)   # type: ignore[dict-item]
     seen = []
     for _ in range(6):
         asyncio.run(p._read_vram("local", 1.0))
@@ -96,7 +100,7 @@ def test_a_served_side_between_full_polls_reads_its_heartbeat_and_log_only(monke
     from tests.tui.fakes import rig_config, snapshot
 
     cfg = rig_config()
-    p = Prober(cfg, {"local": object()})   # type: ignore[dict-item]
+    p = Prober(cfg, {"local": LOCAL})   # type: ignore[dict-item]
     full = snapshot(cfg.sides["A"])
     beats = iter([Beat.FRESH, Beat.STALE])
     reads: list[str] = []
@@ -124,7 +128,7 @@ def test_a_served_side_between_full_polls_reads_its_heartbeat_and_log_only(monke
     assert p._served["A"] is False                             # so the next cadence poll is a full one
 
     async def tables(*a, **k):
-        return {"local": object()}
+        return {"local": LOCAL}
     monkeypatch.setattr(p, "tables", tables)
     with pytest.raises(AssertionError, match="a full poll"):   # not served (STALE above)
         asyncio.run(p.side("A", tail=3, light_within_s=2.5))
@@ -151,7 +155,7 @@ def test_a_served_side_off_its_beat_is_handed_its_last_snapshot_itself(monkeypat
     from tests.tui.fakes import rig_config, snapshot
 
     cfg = rig_config()
-    p = Prober(cfg, {"local": object()})   # type: ignore[dict-item]
+    p = Prober(cfg, {"local": LOCAL})   # type: ignore[dict-item]
     full = snapshot(cfg.sides["A"])
     reads: list[str] = []
 
@@ -173,7 +177,7 @@ def test_a_served_side_off_its_beat_is_handed_its_last_snapshot_itself(monkeypat
     assert reads == ["heartbeat", "heartbeat"] and again is not first
 
     async def tables(*a, **k):
-        return {"local": object()}
+        return {"local": LOCAL}
     monkeypatch.setattr(p, "tables", tables)
     p._served["A"] = False
     with pytest.raises(AssertionError, match="a full poll"):            # not served: read in full, due or not
