@@ -11,7 +11,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -187,17 +187,9 @@ def stop_family(roots: Iterable[psutil.Process], grace_s: float = 3.0) -> StopRe
     """Stop the roots and every descendant, none missed (frozen_family): SIGTERM to each while frozen, then
     SIGCONT so each acts on it, then as `stop`."""
     family = frozen_family(roots)
-    for proc in family:
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    for proc in family:
-        try:
-            proc.resume()
-        except psutil.NoSuchProcess:
-            pass
-    return stop(family, grace_s)
+    _each(family, psutil.Process.terminate)
+    _each(family, psutil.Process.resume)
+    return _reap(family, grace_s)
 
 
 def stop(procs: Iterable[psutil.Process], grace_s: float = 3.0) -> StopReport:
@@ -207,17 +199,22 @@ def stop(procs: Iterable[psutil.Process], grace_s: float = 3.0) -> StopReport:
     (NoSuchProcess), which is the re-check right before the signal.
     """
     targets = list(procs)
-    for proc in targets:
+    _each(targets, psutil.Process.terminate)
+    return _reap(targets, grace_s)
+
+
+def _each(procs: Iterable[psutil.Process], send: Callable[[psutil.Process], None]) -> None:
+    for proc in procs:
         try:
-            proc.terminate()
+            send(proc)
         except psutil.NoSuchProcess:
             pass
+
+
+def _reap(targets: list[psutil.Process], grace_s: float) -> StopReport:
+    """After the SIGTERM: wait up to grace_s, SIGKILL what is left, wait again."""
     alive_ = wait_gone(targets, grace_s)
-    for proc in alive_:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
+    _each(alive_, psutil.Process.kill)
     survivors = wait_gone(alive_, 2.0)
     return StopReport(terminated=tuple(p.pid for p in targets if p not in alive_),
                       killed=tuple(p.pid for p in alive_ if p not in survivors),

@@ -11,10 +11,14 @@ whole output a ParseError.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ops.parse.errors import ParseError, as_text
 from ops.parse.nvsmi import _INT, _MIB, _Bad  # the XML parser's own field rules
+
+T = TypeVar("T")
 
 QUERY_GPU_ARGS = ("--query-gpu=index,name,memory.used,memory.total", "--format=csv,noheader,nounits")
 QUERY_APPS_ARGS = ("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits")
@@ -49,24 +53,13 @@ def parse_query_gpu(text: str | bytes) -> tuple[GpuReading, ...] | ParseError:
     Empty output is a ParseError: nvidia-smi prints a message and no CSV when it finds no GPU or no
     driver, so "no line" cannot mean "no GPU, nothing used".
     """
-    checked = as_text(WHAT_GPU, text, MAX_CHARS)
-    if isinstance(checked, ParseError):
-        return checked
-    rows = _data_lines(WHAT_GPU, checked, header_first_field="index")
-    if isinstance(rows, ParseError):
-        return rows
-    if not rows:
-        return ParseError.of(WHAT_GPU, "no GPU line in the output", checked)
-    out: list[GpuReading] = []
-    for line in rows:
-        try:
-            out.append(_gpu_line(line))
-        except _Bad as exc:
-            return ParseError.of(WHAT_GPU, str(exc), line)
+    out = _lines_of(WHAT_GPU, text, "index", _gpu_line, empty="no GPU line in the output")
+    if isinstance(out, ParseError):
+        return out
     indexes = [g.index for g in out]
     if len(set(indexes)) != len(indexes):
-        return ParseError.of(WHAT_GPU, "the same GPU index twice", "\n".join(rows))
-    return tuple(out)
+        return ParseError.of(WHAT_GPU, "the same GPU index twice", "\n".join(str(g) for g in out))
+    return out
 
 
 def parse_compute_apps(text: str | bytes) -> tuple[AppReading, ...] | ParseError:
@@ -75,18 +68,27 @@ def parse_compute_apps(text: str | bytes) -> tuple[AppReading, ...] | ParseError
     Empty output and a header alone both mean "no compute process" (nvidia-smi exits 0 with nothing),
     so the caller must have checked the exit status first: empty stdout from a failed run is not that.
     """
-    checked = as_text(WHAT_APPS, text, MAX_CHARS)
+    return _lines_of(WHAT_APPS, text, "pid", _app_line, empty=None)
+
+
+def _lines_of(what: str, text: str | bytes, header_first_field: str, read: Callable[[str], T],
+              empty: str | None) -> tuple[T, ...] | ParseError:
+    """Every data line read by `read`; the first line it cannot read makes the whole output a ParseError.
+    empty: the error for an output with no data line (None: no line is a valid answer)."""
+    checked = as_text(what, text, MAX_CHARS)
     if isinstance(checked, ParseError):
         return checked
-    rows = _data_lines(WHAT_APPS, checked, header_first_field="pid")
+    rows = _data_lines(what, checked, header_first_field=header_first_field)
     if isinstance(rows, ParseError):
         return rows
-    out: list[AppReading] = []
+    if not rows and empty is not None:
+        return ParseError.of(what, empty, checked)
+    out: list[T] = []
     for line in rows:
         try:
-            out.append(_app_line(line))
+            out.append(read(line))
         except _Bad as exc:
-            return ParseError.of(WHAT_APPS, str(exc), line)
+            return ParseError.of(what, str(exc), line)
     return tuple(out)
 
 
