@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sim import rig as sim
-from tests.support.evalops_sim import alive, cli, harness_state, sim_rig, wait_until
+from tests.support.evalops_sim import alive, cli, harness_report, harness_state, sim_rig, wait_until
 
 AUTO = {"auto": True, "watch_s": 0.5, "max_recoveries": 5, "quarantine_after": 0}
 
@@ -78,7 +78,8 @@ def test_wrapper_killed_the_harness_adopts_the_orphan(tmp_path: Path) -> None:
         assert wait_until(lambda: "adopted" in _events(d), 30), _events(d)
         st = harness_state(d, "A")
         assert st["status"] == "running" and st["attempt"] == 1
-        assert alive(chain[2]["pid"]) and alive(st["pid"], st["create_time"])
+        assert alive(chain[2]["pid"])
+        assert alive(st["pid"], st["create_time"]), harness_report(d, "A", st["pid"], st["create_time"])
         sim.inject(d, "A", "finish")
         assert wait_until(lambda: (harness_state(d, "A") or {}).get("status") == "finished", 60)
 
@@ -111,13 +112,15 @@ def test_full_state_dir_does_not_kill_the_supervisor(tmp_path: Path) -> None:
             assert wait_until(lambda: _status(rig_yaml)["lifecycle"] == "STARTING", 30), _status(rig_yaml)
             audit = d / "state" / "audit.jsonl"
             assert wait_until(lambda: "checkpoint backup not written" in audit.read_text(), 30)
-            assert alive(st["pid"], st["create_time"]), "the supervisor died of a full state dir"
+            assert alive(st["pid"], st["create_time"]), ("the supervisor died of a full state dir\n"
+                                                         + harness_report(d, "A", st["pid"], st["create_time"]))
             assert _status(rig_yaml)["evaluator"]["state"] == "DEAD"
             filler.unlink()                                       # room again: it writes and goes on
             now = wait_until(lambda: (s := harness_state(d, "A")) and s["attempt"] == 2 and s["status"] == "running"
                              and s, 60)
             assert now and now["unsaved"] is None and now["attempts"][1]["backup"], harness_state(d, "A")
-            assert alive(st["pid"], st["create_time"]) and now["pid"] == st["pid"]
+            assert alive(st["pid"], st["create_time"]), harness_report(d, "A", st["pid"], st["create_time"])
+            assert now["pid"] == st["pid"]
             assert cli(rig_yaml, "stop", "A", "--yes").returncode == 0   # the whole chain, through the guard
         finally:
             subprocess.run(["umount", "-l", str(side_dir)], capture_output=True)

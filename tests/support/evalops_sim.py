@@ -70,6 +70,22 @@ def alive(pid: int, create_time: float | None = None) -> bool:
     return create_time is None or abs(p.create_time - create_time) <= 0.05
 
 
+def harness_report(d: Path, side: str, pid: int, create_time: float) -> str:
+    """Why a harness expected alive is not: what /proc says of its pid, its state file, the tail of its own
+    log and of its side's events (a failure message, read only when an assertion fails)."""
+    p = read_proc(pid)
+    lines = [f"harness {pid} started {create_time:.2f}: /proc says "
+             + ("nothing (gone)" if p is None else f"state {p.state}, started {p.create_time:.2f}, {p.cmd_text(160)!r}")]
+    side_dir = d / "state" / "sides" / side
+    for name, n in (("harness.json", 40), ("harness.log", 30), ("events.jsonl", 15)):
+        try:
+            text = (side_dir / name).read_text(errors="replace").splitlines()[-n:]
+        except OSError as e:
+            text = [f"({e})"]
+        lines += [f"--- {name}", *text]
+    return "\n".join(lines)
+
+
 def _harness_pids(rig_yaml: Path) -> list[tuple[int, float]]:
     """Processes whose argv holds this rig's harness tokens exactly (never a substring match)."""
     out = []
