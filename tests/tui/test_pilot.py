@@ -94,6 +94,20 @@ async def test_tab_and_arrows_select_a_side() -> None:
         assert app.main.selected == "B"
 
 
+async def test_a_key_right_after_tab_acts_on_the_side_tab_moved_to() -> None:
+    """The selection moves with the Tab itself, not when the pane's focus message is handled: a tmux run
+    (a loaded machine) pressed `l` right after Tab and got side A's launch plan with B's pane focused."""
+    app = ConsoleApp(FakeBackend(), poll=False)
+    async with app.run_test() as pilot:
+        await settle(pilot)
+        app.main.action_select(1)            # what Tab runs; no message handled between it and the next key
+        assert app.main.selected == "B"
+        app.main.action_select(-1)
+        assert app.main.selected == "A"
+        await pilot.pause()
+        assert app.main.selected == "A" and app.focused is app.main.pane("A")
+
+
 async def test_p_scans_ports_and_panes_show_the_words() -> None:
     b = FakeBackend()
     app = ConsoleApp(b, poll=False)

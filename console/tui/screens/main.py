@@ -142,7 +142,10 @@ class MainScreen(Screen):
         self._detail(side, None)
 
     def on_side_pane_selected(self, msg: SidePane.Selected) -> None:
-        self.selected = msg.side
+        # Each pane posts from its own queue, so a pane's focus message can arrive after the focus has moved
+        # on (Tab twice, quickly): only the pane that has the focus now selects its side.
+        if isinstance(self.focused, SidePane) and self.focused.side == msg.side:
+            self.selected = msg.side
 
     def action_select(self, step: int) -> None:
         if not self.sides:
