@@ -248,15 +248,19 @@ def test_spawn_detached_remote(ssh_cfg, tmp_path):
     pid = run(with_host(ssh_cfg, body))
     try:
         p = psutil.Process(pid)
-        # The pid is the background job's: a forked shell until it execs the command (the fork-then-exec
-        # window, longer on a loaded machine), then the command itself under the same pid.
-        assert wait_until(lambda: token in p.cmdline(), 10), p.cmdline()
+        # The pid is the background job's: a forked shell, then `setsid` (the token is already in its argv,
+        # but its setsid() call is still to come), then the command itself under the same pid. A loaded
+        # machine stretches those windows: wait for the command itself.
+        assert wait_until(lambda: p.cmdline()[:1] == [sys.executable] and token in p.cmdline(), 10), p.cmdline()
         assert os.getsid(pid) == pid and p.cwd() == str(tmp_path)
-        deadline = time.monotonic() + 5
-        while "up 7" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert "up 7" in log.read_text()
-        time.sleep(0.3)
+        assert wait_until(lambda: "up 7" in (log.read_text() if log.exists() else ""), 10)
+
+        def session_gone() -> bool:   # the ssh session's processes (sshd and its shell) have all ended
+            try:
+                return not any(a.name().startswith("sshd") for a in p.parents())
+            except psutil.NoSuchProcess:
+                return True           # gone itself: the assertion below says so
+        assert wait_until(session_gone, 10), [a.name() for a in p.parents()]
         assert p.is_running(), "the detached process died with the ssh session"
     finally:
         os.kill(pid, signal.SIGKILL)
