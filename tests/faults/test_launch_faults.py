@@ -78,7 +78,8 @@ def test_resume_flag_only_true_and_only_with_completed_records(rig) -> None:
     assert backups(d, "A") and all(b.read_bytes() == raw_a for b in backups(d, "A"))
     audit.need(mark, "relaunch", "done")
     assert rec.watch(lambda: (completed(checkpoint_path(d, "A")) or 0) >= 4, 20), "A did not resume"
-    assert [r["route_id"] for r in checkpoint(d, "A")["_checkpoint"]["records"][:3]] == _ids(d, "A")[:3]
+    cp = wait_until(lambda: checkpoint(d, "A"), 10)   # None while caught half-written (rewritten in place)
+    assert [r["route_id"] for r in cp["_checkpoint"]["records"][:3]] == _ids(d, "A")[:3]
     rec.check()
     # Config cannot smuggle the flag in by hand either.
     bad = rewrite(rig_yaml, lambda c: c["sides"]["A"]["evaluator"]["args"].update(resume="False"))

@@ -50,9 +50,16 @@ def test_finished_side_idle_server_is_reclaimed(rig) -> None:
     planned = plan_keys(out["targets"])
     Procs.check(before, planned)
     audit.need(mark, "reclaim", "done", planned)
-    after = status(rig_yaml)
-    assert after["B"]["server"]["state"] == "DEAD" and after["B"]["idle"] is False
-    assert after["A"]["server"]["state"] == "ALIVE" and after["A"]["heartbeat"]["state"] == "FRESH"
+    # DEAD needs positive evidence (the port refusing too): probe until it is there, with a deadline, and
+    # until A's beat has been read FRESH (one probe on a loaded machine can land between two of its ticks).
+    after: dict = {}
+
+    def settled() -> bool:
+        after.update(status(rig_yaml))
+        return after["B"]["server"]["state"] == "DEAD" and after["A"]["heartbeat"]["state"] == "FRESH"
+    wait_until(settled, 30)
+    assert after["B"]["server"]["state"] == "DEAD" and after["B"]["idle"] is False, after["B"]
+    assert after["A"]["server"]["state"] == "ALIVE" and after["A"]["heartbeat"]["state"] == "FRESH", after["A"]
     rec.check()
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from ops.platform.common import SpawnError
 from ops.platform.local import LocalHost, spawn_detached
+from sim.procs import wait_until
 
 
 def run(coro):
@@ -107,22 +108,23 @@ def test_timeout_kills_whole_group(host, tmp_path):
     script = tmp_path / "spawner.py"
     script.write_text(GROUP_SCRIPT)
     t0 = time.monotonic()
-    r = run(host.run([sys.executable, str(script)], 0.7))
+    # 3 s: long enough for the script to start and print on a loaded machine, short beside its 30 s sleep.
+    r = run(host.run([sys.executable, str(script)], 3.0))
     took = time.monotonic() - t0
-    assert r.timed_out and r.rc is None and r.error == "timeout after 0.7 s"
+    assert r.timed_out and r.rc is None and r.error == "timeout after 3.0 s"
     grandchild = int(r.stdout.split()[0])
-    assert took < 3.0
-    assert wait_gone(grandchild, 1.0), f"grandchild {grandchild} survived the timeout"
+    assert took < 15.0                     # the timeout ended it, not the script's 30 s
+    assert wait_gone(grandchild, 5.0), f"grandchild {grandchild} survived the timeout"
 
 
 def test_timeout_kills_term_ignoring_group_with_kill(host, tmp_path):
     script = tmp_path / "stubborn.py"
     script.write_text("import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                       "import os\nprint(os.getpid(), flush=True)\ntime.sleep(30)\n")
-    r = run(host.run([sys.executable, str(script)], 0.5))
+    r = run(host.run([sys.executable, str(script)], 3.0))
     assert r.timed_out
     pid = int(r.stdout.split()[0])
-    assert wait_gone(pid, 1.0)
+    assert wait_gone(pid, 5.0)
 
 
 def test_leftover_group_members_are_stopped(host):
@@ -164,11 +166,10 @@ def test_spawn_detached_survives_and_logs(tmp_path):
         p = psutil.Process(pid)
         assert os.getsid(pid) == pid, "not in its own session"
         assert p.cwd() == str(tmp_path)
-        deadline = time.monotonic() + 5
-        while "oops" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        text = log.read_text()
-        assert text.startswith("before\n") and "hello 1" in text and "oops" in text
+        # stderr is unbuffered and stdout is a file (block-buffered until the flush): "oops" lands first,
+        # "hello 1" at the flush. Wait for both.
+        assert wait_until(lambda: "hello 1" in log.read_text() and "oops" in log.read_text(), 10), log.read_text()
+        assert log.read_text().startswith("before\n")
         fds = {f.path for f in p.open_files()}
         assert str(log) in fds
         with open(f"/proc/{pid}/fd/0") as f0:

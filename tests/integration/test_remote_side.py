@@ -92,7 +92,7 @@ def test_launch_guided_recovery_and_reclaim_on_the_remote_host(tmp_path: Path, n
         assert res.returncode == 0, res.stdout + res.stderr
         assert "reclaim on side A (host remote)" in res.stderr, res.stderr
         assert wait_until(lambda: not alive(server_pid), 20)
-        assert status(rig_yaml)["A"]["server"]["state"] == "DEAD"
+        assert wait_until(lambda: status(rig_yaml)["A"]["server"]["state"] == "DEAD", 30), status(rig_yaml)["A"]
 
 
 def test_ssh_link_dropped_mid_run_leaves_the_run_going(tmp_path: Path) -> None:

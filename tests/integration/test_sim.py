@@ -497,7 +497,9 @@ def test_resume_with_a_total_mismatch_empties_the_checkpoint(sim, spawned, tmp_p
     ev.checkpoint.write_text(json.dumps(old))
     ev.fault("hang")                       # freeze it right after its first write, to look at the file
     ev.start()
-    assert wait_until(lambda: not ev.faults.exists(), 10)
+    # The fault file goes when the route's set-up takes it; the sensors are written to the checkpoint (in
+    # place: truncate, then write) after that, and "Running the route" once they are: read it then.
+    assert wait_until(lambda: not ev.faults.exists() and "Running the route" in ev.text(), 10)
     assert "Endpoint's amount of routes does not match the given one" in ev.text()
     cp = ev.cp()
     assert cp["_checkpoint"]["records"] == [] and cp["_checkpoint"]["progress"] == [0, 3]

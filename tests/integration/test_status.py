@@ -200,7 +200,12 @@ def _via_ssh(cfg: Path, ssh_cfg, known_hosts: str | None = None) -> Path:
 
 
 def test_status_through_a_real_sshd(rig_dir: Path, ssh_cfg) -> None:
-    sides = status_json(_via_ssh(rig_dir / "rig.yaml", ssh_cfg))
+    cfg = _via_ssh(rig_dir / "rig.yaml", ssh_cfg)
+    # A checkpoint caught mid-rewrite reads as null progress, and one probe can land between two ticks of a
+    # beat: read again until both sides show progress and a FRESH beat, with a deadline.
+    sides = wait_until(lambda: (s := status_json(cfg)) and all(
+        s[n]["evaluator"]["progress"] is not None and s[n]["heartbeat"]["state"] == "FRESH" for n in ("A", "B"))
+        and s, 60, every=0.5) or status_json(cfg)
     for name in ("A", "B"):
         s = sides[name]
         assert s["server"]["state"] == "ALIVE", s["server"]

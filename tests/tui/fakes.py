@@ -233,3 +233,17 @@ async def shown(side: str = "A", size: tuple[int, int] = (120, 40)) -> AsyncIter
         app.show_snapshot(b.snaps[side])
         await pilot.pause(0.1)
         yield app, pilot, b
+
+
+async def until(pilot, cond: Callable[[], object], what: str, tries: int = 600) -> None:
+    """Wait (Pilot pauses of 50 ms, up to tries of them) until cond() is true: a condition, not a sleep."""
+    for _ in range(tries):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def polls_up(app, pilot) -> None:
+    """The backend opened and every side's poll loop is up: before that a poll asked for (`g`) is dropped."""
+    await until(pilot, lambda: set(app._poll_wake) == set(app.sides), "the poll loops")

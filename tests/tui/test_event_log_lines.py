@@ -15,7 +15,7 @@ from console.tui.audit_fold import OPEN_MAX_S, AuditFold
 from console.tui.protocol import ActionResult
 from ops.actions.guard import Confirmation, Plan
 from ops.probes.harness_state import AttemptRecord, HarnessState
-from tests.tui.fakes import T0, FakeBackend, kill_plan, snapshot, stale
+from tests.tui.fakes import T0, FakeBackend, kill_plan, snapshot, stale, until
 from widgets.event_log import EventLog, audit_text
 
 HARNESS = {"proceed": True, "via": "harness"}
@@ -35,14 +35,6 @@ def adapter_accepted(t: float, pid: int = 4242) -> list[dict]:
 
 def log_lines(app: ConsoleApp) -> list[str]:
     return [strip.text for strip in app.main.query_one(EventLog).lines]
-
-
-async def until(pilot, cond, what: str, tries: int = 600) -> None:
-    for _ in range(tries):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # ----- the fold ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ops.actions.restart_server import plan_stop_hung
 from ops.model import SupervisorConfig
 from ops.probes.harness_state import HarnessState
 from ops.tristate import State, Verdict
-from tests.tui.fakes import T0, FakeBackend, ev, snapshot
+from tests.tui.fakes import T0, FakeBackend, ev, snapshot, until
 from widgets.event_log import EventLog
 
 
@@ -31,14 +31,6 @@ def log_lines(app: ConsoleApp) -> list[str]:
         else:
             out.append(text)
     return out
-
-
-async def until(pilot, cond, what: str, tries: int = 600) -> None:
-    for _ in range(tries):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def hung(b: FakeBackend, side: str = "A", *, evaluator: str = "DEAD", server: State = State.HUNG):

@@ -16,7 +16,7 @@ from console.tui.screens.help import HelpScreen
 from console.tui.screens.main import DESTRUCTIVE_ACTIONS
 from console.tui.screens.report import ReportScreen
 from console.tui.screens.wizard import RecoveryWizard
-from tests.tui.fakes import FakeBackend, FakeRecovery, kill_plan, stale, with_unknown_evaluator
+from tests.tui.fakes import FakeBackend, FakeRecovery, kill_plan, polls_up, stale, until, with_unknown_evaluator
 from widgets.event_log import EventLog
 from widgets.side_pane import SidePane
 from widgets.side_parts import PortsLine
@@ -70,11 +70,10 @@ async def test_g_reprobes_the_selected_side_with_rpc() -> None:
     b = FakeBackend()
     app = ConsoleApp(b, poll=False)
     async with app.run_test() as pilot:
-        await settle(pilot)
+        await polls_up(app, pilot)
         await pilot.press("g")
-        await settle(pilot)
-        assert ("probe", "A", True) in b.calls
-        assert app.main.pane("A").snap is b.snaps["A"]
+        await until(pilot, lambda: ("probe", "A", True) in b.calls and app.main.pane("A").snap is b.snaps["A"],
+                    "A probed with rpc and shown")
 
 
 async def test_tab_and_arrows_select_a_side() -> None:

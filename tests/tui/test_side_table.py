@@ -6,7 +6,7 @@ from dataclasses import replace
 from console.tui.app import ConsoleApp
 from ops.model import HostConfig, RigConfig
 from ops.tristate import Beat
-from tests.tui.fakes import FakeBackend, side_config, snapshot
+from tests.tui.fakes import FakeBackend, polls_up, side_config, snapshot, until
 from widgets.side_pane import SidePane
 from widgets.side_table import SORT_KEYS, SideTable
 
@@ -51,9 +51,9 @@ async def test_many_sides_are_a_sortable_filterable_table_with_a_detail_pane() -
         await pilot.pause(0.1)
         assert app.main.selected == "s03"
         assert app.main.query_one(SidePane).border_title.split()[0] == "s03"   # then its lifecycle word
+        await polls_up(app, pilot)
         await pilot.press("g")
-        await pilot.pause(0.1)
-        assert ("probe", "s03", True) in b.calls
+        await until(pilot, lambda: ("probe", "s03", True) in b.calls, "s03 probed with rpc")
 
         # Sort: `s` moves to the STATE column (FRESH before STALE), then PROGRESS.
         await pilot.press("s")
