@@ -129,6 +129,9 @@ def posix_spawn_command(argv: Sequence[str], env: Mapping[str, str] | None = Non
     return text
 
 
+OPEN_RETRY_S = (0.05, 0.1, 0.2, 0.4)   # waits between refused session opens, before giving up
+
+
 class SshHost(Host):
     def __init__(self, cfg: HostConfig, address: str | None = None, *, max_sessions: int = 8,
                  retry_s: float = 1.0, keepalive_s: float = 10.0, max_output: int = MAX_OUTPUT) -> None:
@@ -424,18 +427,28 @@ class SshHost(Host):
         except TransportError as e:
             return Result(rargv, None, took_s=time.monotonic() - t0, error=f"transport: {e}")
 
+    async def _open_session(self, conn: asyncssh.SSHClientConnection, command: str) -> asyncssh.SSHClientProcess:
+        """A session channel running command. A refused open is tried again a few times: sshd counts a
+        session until its own clean-up of it has run, which lags the client's view on a loaded host (a
+        loaded run saw the 12th of 12 commands refused with 8 open at most). The command has not started
+        when the open is refused, so trying again never runs it twice; the caller's deadline bounds it."""
+        for delay in (*OPEN_RETRY_S, None):
+            try:
+                return await conn.create_process(command, stdin=asyncssh.DEVNULL, encoding=None)
+            except asyncssh.ChannelOpenError as e:
+                if delay is None:   # past the server's MaxSessions, or the server is going away: the connection stays
+                    raise TransportError(f"channel open failed on {self.target}: {e}") from e
+                await asyncio.sleep(delay)
+            except (OSError, asyncssh.Error) as e:
+                self._drop(conn)
+                raise TransportError(f"{self.target}: {type(e).__name__}: {e}") from e
+        raise AssertionError("unreachable")
+
     async def _run_command(self, command: str, rargv: tuple[str, ...], t0: float) -> Result:
         assert self._sem is not None
         async with self._sem:
             conn = await self._connection()
-            try:
-                proc = await conn.create_process(command, stdin=asyncssh.DEVNULL, encoding=None)
-            except asyncssh.ChannelOpenError as e:
-                # Past the server's MaxSessions, or the server is going away: the connection stays.
-                raise TransportError(f"channel open failed on {self.target}: {e}") from e
-            except (OSError, asyncssh.Error) as e:
-                self._drop(conn)
-                raise TransportError(f"{self.target}: {type(e).__name__}: {e}") from e
+            proc = await self._open_session(conn, command)
             try:
                 (out, odrop), (err, edrop) = await settled(asyncio.gather(
                     read_capped(proc.stdout, self.max_output), read_capped(proc.stderr, self.max_output)))
