@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 from ops.platform.procs import stat_state
+from sim.procs import wait_until
 
 MARK_VAR = "CARLA_CONSOLE_TEST_SESSION"
 
@@ -41,6 +41,5 @@ def reap(pids: list[int]) -> None:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
-            time.sleep(0.05)
+        if wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), 3):
+            return

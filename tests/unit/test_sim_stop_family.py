@@ -16,19 +16,20 @@ import psutil
 from sim.procs import stop_family, wait_until
 from tests.support.session import MARK_VAR, marked_processes, reap
 
+# Forks as fast as Popen allows (a few hundred children at most), then waits on its stdin.
 FORKER = """
-import subprocess, sys, time
+import subprocess, sys
 sys.stdout.write("up\\n"); sys.stdout.flush()
-while True:
+for _ in range(300):
     subprocess.Popen(["sleep", "60"])
-    time.sleep(0.005)
+sys.stdin.read()
 """
 
 
 def test_a_parent_that_keeps_forking_leaves_no_child_behind() -> None:
     mark = f"stop-family-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, MARK_VAR: mark}
-    parent = subprocess.Popen([sys.executable, "-c", FORKER], env=env, stdout=subprocess.PIPE)
+    parent = subprocess.Popen([sys.executable, "-c", FORKER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None and parent.stdout.readline() == b"up\n"
         assert wait_until(lambda: len(marked_processes(mark)) >= 5, 10)   # it is forking
