@@ -39,9 +39,10 @@ async def measure_server(live, side: str) -> SideSnapshot:
     return snap
 
 
-# A stopped server's threads may still hold its socket for a moment after its main thread reads gone (a
-# thread group's leader is reaped first): the port accepts, and the verdict is UNKNOWN until they exit. A
-# real CARLA server, with its GPU memory to release, takes longer still.
+# The guard's verify already waits for the whole thread group (a zombie leader with live threads reads Zl,
+# not gone). DEAD needs more than that: the port's refusal and no VRAM held by the side's pids, and a real
+# CARLA server's driver releases its GPU memory a moment after the process is gone. So the restart reads
+# the server again until DEAD, within a bound, and anything else refuses it.
 SETTLE_S = 15.0
 
 
