@@ -39,10 +39,10 @@ async def measure_server(live, side: str) -> SideSnapshot:
     return snap
 
 
-# The guard's verify already waits for the whole thread group (a zombie leader with live threads reads Zl,
-# not gone). DEAD needs more than that: the port's refusal and no VRAM held by the side's pids, and a real
-# CARLA server's driver releases its GPU memory a moment after the process is gone. So the restart reads
-# the server again until DEAD, within a bound, and anything else refuses it.
+# The guard's verify already waits for the stop targets' whole thread groups (a zombie leader with live
+# threads reads Zl, not gone). DEAD needs more: no process with the marker *and* the port refusing, and a
+# descendant that inherited the listening socket keeps it accepting after the targets are gone. So the
+# restart reads the server again until DEAD, within a bound; anything else refuses it.
 SETTLE_S = 15.0
 
 
