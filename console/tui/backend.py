@@ -101,6 +101,7 @@ class LiveBackend:
         self._audit_key: tuple[float, int] | None = None
         self._feed = AuditFeed(self._audit.read)
         self._audit_tasks: set[asyncio.Task] = set()
+        self._audit_seen: dict[str, tuple] = {}   # host -> (mtime, size) of its audit file at the last tail
         # Planner values richer than the Plan (a LaunchPlan), kept to execute exactly what was shown.
         self._planned: dict[int, Any] = {}
 
@@ -160,12 +161,21 @@ class LiveBackend:
         task.add_done_callback(self._audit_tasks.discard)
 
     async def _remote_audit(self, host: Host) -> None:
-        """A remote evaluator host's supervisor audits there: its tail joins the feed (AuditFeed)."""
-        from ops.platform.files import tail_lines
+        """A remote evaluator host's supervisor audits there: its tail joins the feed (AuditFeed). The file
+        only grows, so a stat that finds its size and mtime as at the last tail (one the host's agent
+        pushed, no round trip) means no new line: the tail, up to 256 KB over ssh, is not read again."""
+        from ops.platform.files import stat_file, tail_lines
+        path = str(self._audit.path)
         try:
-            lines = await tail_lines(host, str(self._audit.path), REMOTE_TAIL_LINES, 10.0, max_bytes=REMOTE_TAIL_BYTES)
+            st = await stat_file(host, path, 10.0, self.live.prober.beat_within_s)
+            key = (st.mtime, st.size) if st.error is None and st.exists else None
+            if key is not None and self._audit_seen.get(host.name) == key:
+                return
+            lines = await tail_lines(host, path, REMOTE_TAIL_LINES, 10.0, max_bytes=REMOTE_TAIL_BYTES)
         except Exception:   # a host object that failed oddly: its lines come with a later look
             return
+        if lines is not None and key is not None:
+            self._audit_seen[host.name] = key
         self._feed.remote_lines(lines)
 
     def audit(self) -> list[dict[str, Any]] | None:

@@ -52,8 +52,11 @@ class Platform(abc.ABC):
         self.host = host
 
     @abc.abstractmethod
-    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
-        """Every process with pid, ppid, create time and argv; an error table when it cannot be read."""
+    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset(),
+                            within_s: float = 0.0) -> ProcTable:
+        """Every process with pid, ppid, create time and argv; an error table when it cannot be read.
+        within_s > 0 (a display's beat, never a plan): a table read at most that long ago will do, such as
+        one a remote host's agent pushed (ops/platform/remote_agent.py); 0: read it now."""
 
     @abc.abstractmethod
     async def signal_if_same(self, pid: int, create_time: float, sig: str, timeout: float,
@@ -88,7 +91,8 @@ class Platform(abc.ABC):
         """path → (mount point, free MiB for an unprivileged writer, total MiB), or the error in words."""
 
     @abc.abstractmethod
-    async def stat_file(self, path: str, timeout: float) -> FileStat: ...
+    async def stat_file(self, path: str, timeout: float, within_s: float = 0.0) -> FileStat:
+        """within_s as for process_table."""
 
     @abc.abstractmethod
     async def read_text(self, path: str, timeout: float, limit: int) -> FileText: ...

@@ -101,8 +101,8 @@ async def local_io(path: str, fn: Callable[[], T], timeout: float) -> T:
     return await asyncio.wait_for(asyncio.to_thread(fn), timeout)
 
 
-async def stat_file(host: Host, path: str, timeout: float) -> FileStat:
-    return await host.platform.stat_file(path, timeout)
+async def stat_file(host: Host, path: str, timeout: float, within_s: float = 0.0) -> FileStat:
+    return await host.platform.stat_file(path, timeout, within_s)
 
 
 async def read_text(host: Host, path: str, timeout: float, limit: int = MAX_READ) -> FileText:

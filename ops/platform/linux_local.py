@@ -30,7 +30,8 @@ class LinuxLocal(Platform):
         super().__init__(host)
         self.scanner = LocalProcScanner(host.name)
 
-    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
+    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset(),
+                            within_s: float = 0.0) -> ProcTable:
         t0 = time.perf_counter()
         try:
             # The scan is ~2 ms in steady state: cheaper inline than a thread hop.
@@ -91,7 +92,7 @@ class LinuxLocal(Platform):
                                            took_ms=(time.perf_counter() - t0) * 1e3))
         return await tcp_check(self.host.tcp_address, port, timeout)
 
-    async def stat_file(self, path: str, timeout: float) -> FileStat:
+    async def stat_file(self, path: str, timeout: float, within_s: float = 0.0) -> FileStat:
         t0 = time.perf_counter()
 
         def _stat() -> FileStat:

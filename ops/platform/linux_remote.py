@@ -44,11 +44,13 @@ class LinuxRemote(Platform):
         except asyncio.TimeoutError:
             raise ScriptUnavailable(f"copy {name} to {self.host.name}: {timeout_error(timeout)}") from None
 
-    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
+    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset(),
+                            within_s: float = 0.0) -> ProcTable:
         host = self.host
         agent, timeout = await self._agent(timeout)
         if agent is not None:
-            return await agent.process_table(host.name, timeout, fresh_pids)
+            pushed = agent.pushed_table(host.name, within_s, fresh_pids) if within_s > 0 else None
+            return pushed if pushed is not None else await agent.process_table(host.name, timeout, fresh_pids)
         t0 = time.perf_counter()
         try:
             script = await self._script("proctable.py", timeout)
@@ -108,11 +110,11 @@ class LinuxRemote(Platform):
     async def port_check(self, port: int, timeout: float) -> TcpCheck:
         return await tcp_check(self.host.tcp_address, port, timeout)
 
-    async def stat_file(self, path: str, timeout: float) -> FileStat:
+    async def stat_file(self, path: str, timeout: float, within_s: float = 0.0) -> FileStat:
         host = self.host
         agent, timeout = await self._agent(timeout)
         if agent is not None:
-            st = await agent.stat_file(path, timeout)
+            st = (agent.pushed_stat(path, within_s) if within_s > 0 else None) or await agent.stat_file(path, timeout)
             return st if st.error is None else replace(st, error=f"{st.error} (on {host.name})")
         t0 = time.perf_counter()
         # One constant script; the path travels as a positional argument, never pasted into the script.

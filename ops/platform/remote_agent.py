@@ -7,6 +7,10 @@ call holds that one only); once `max_stuck` requests are unanswered past their d
 dropped, and the host starts a new one on its next call. An agent that ends (EOF, the connection lost)
 fails every request still waiting with the reason. The process table arrives as a change set against
 the last one applied here: unchanged processes keep their Proc objects (and their cached argv tokens).
+
+A display's beat may take what the agent pushed (`pushed_table`, `pushed_stat`, with `within_s`): what it
+asks for that way is watched from then on (the agent's `watch`), and a push younger than within_s answers
+it with no round trip. Anything older, not yet watched or not pushed is asked for as a request.
 """
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ import contextlib
 import itertools
 import struct
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -24,6 +30,13 @@ from ops.platform.common import decode, timeout_error
 from ops.platform.procs import Proc, ProcTable
 from ops.platform.types import FileStat, FileText
 
+# A path, or the table, not asked for by a beat within this long is no longer watched.
+WATCH_EXPIRE_S = 30.0
+# Pushes come this often within a beat's within_s: a beat always finds one younger than within_s, with
+# room for a push's jitter (the agent's thread, the SSH channel).
+PUSH_SHARE = 0.6
+# After a watch the agent refused (an older agent, a broken spec), requests only, for this long.
+WATCH_RETRY_S = 30.0
 MAX_FRAME = 32 * 1024 * 1024   # a full process table of ~100,000 processes; a read is capped below it
 STDERR_KEEP = 2048
 
@@ -38,6 +51,54 @@ class AgentStream:
     def __init__(self, write: Callable[[bytes], None], readexactly: Callable[[int], Awaitable[bytes]],
                  read_err: Callable[[int], Awaitable[bytes]], close: Callable[[], None]) -> None:
         self.write, self.readexactly, self.read_err, self.close = write, readexactly, read_err, close
+
+
+class TableMirror:
+    """The process table one stream of change sets has built (requests and pushes each keep one)."""
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+        self.procs: dict[int, Proc] = {}
+
+    def apply(self, value: dict) -> dict[int, Proc]:
+        base = value["base"]
+        if base is None:
+            procs: dict[int, Proc] = {}
+        elif base == self.seq:
+            procs = self.procs
+        else:
+            raise ValueError(f"a change set against table {base}, this end holds {self.seq}")
+        self.seq = None   # until the whole change set is applied
+        for pid in value["gone"]:
+            procs.pop(int(pid), None)
+        for pid, ppid, state, create_time, name, cmd in value["rows"]:
+            procs[int(pid)] = Proc(pid=int(pid), ppid=int(ppid), create_time=float(create_time),
+                                   cmdline=tuple(str(a) for a in cmd) if cmd is not None else None,
+                                   name=str(name), state=str(state))
+        if len(procs) != value["count"]:
+            raise ValueError(f"{len(procs)} processes after the change set, the agent has {value['count']}")
+        self.procs, self.seq = procs, int(value["seq"])
+        return procs
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    period: float
+    paths: frozenset[str]
+    table: bool
+    fresh: frozenset[int]
+
+
+def pushed_file_stat(path: str, key: Any, host_now: float) -> FileStat:
+    """A pushed [kind, mtime, size] (or ["error", reason]) as the FileStat a stat request answers."""
+    kind = key[0]
+    if kind == "missing":
+        return FileStat(exists=False, host_now=host_now)
+    if kind == "special":
+        return FileStat(exists=True, error=f"{path} is not a regular file", host_now=host_now)
+    if kind == "file":
+        return FileStat(exists=True, mtime=float(key[1]), size=int(key[2]), host_now=host_now)
+    return FileStat(exists=False, error=f"stat {path}: {key[1] if len(key) > 1 else key!r} (pushed)")
 
 
 class RemoteAgent:
@@ -62,8 +123,29 @@ class RemoteAgent:
         self._err_reader = asyncio.ensure_future(self._read_stderr())
         # The process table this end holds: the agent's reply `seq` it equals, and its processes.
         self._table_lock = asyncio.Lock()
-        self._seq: int | None = None
-        self._procs: dict[int, Proc] = {}
+        self._requested = TableMirror()
+        # What the pushes have told: the last push's arrival (monotonic here) and the host's clock then;
+        # each watched path's stat with the id of the spec that added it (valid once a push of that spec
+        # or a later one came); the pushed table.
+        self._push_at: float | None = None
+        self._push_now = 0.0
+        self._push_wid = 0
+        self._pushed_stats: dict[str, Any] = {}
+        self._pushed = TableMirror()
+        self._pushed_ok = False
+        # What beats have asked for (path or "table" -> when), the spec the agent has, and since which spec
+        # id each part of it holds.
+        self._wants: dict[str, float] = {}
+        self._want_fresh: frozenset[int] = frozenset()
+        self._want_period = 1.0
+        self._spec: WatchSpec | None = None
+        self._since: dict[str, int] = {}
+        self._spec_sending = False
+        self._spec_reset = False
+        self._spec_checked = 0.0
+        self.watch_error: tuple[float, str] | None = None
+        self.pushes = 0   # pushes applied (tests and the benchmark)
+        self.asked: Counter[str] = Counter()   # requests sent, by op (tests and the benchmark)
 
     @property
     def usable(self) -> bool:
@@ -80,6 +162,9 @@ class RemoteAgent:
                     why = f"a reply of {n} bytes (over {self.max_frame})"
                     break
                 msg = msgpack.unpackb(await self.stream.readexactly(n), raw=False)
+                if isinstance(msg, dict) and "push" in msg:
+                    self._on_push(msg)
+                    continue
                 rid = msg.get("id") if isinstance(msg, dict) else None
                 if rid in self._late:
                     self._late.discard(rid)
@@ -135,9 +220,12 @@ class RemoteAgent:
 
     async def request(self, op: str, args: dict[str, Any], timeout: float) -> Any:
         """The value of one request; AgentError with the raw reason otherwise. Never waits past timeout."""
+        return await self._request_as(next(self._ids), op, args, timeout)
+
+    async def _request_as(self, rid: int, op: str, args: dict[str, Any], timeout: float) -> Any:
         if self.closed is not None:
             raise AgentError(f"{self.where}: {self.closed}")
-        rid = next(self._ids)
+        self.asked[op] += 1
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
         try:
@@ -183,37 +271,18 @@ class RemoteAgent:
         try:
             left = max(0.0, deadline - time.monotonic())
             try:
-                value = await self.request("proctable", {"base": self._seq, "fresh": sorted(fresh_pids)}, left)
-                procs = self._apply(value)
+                value = await self.request("proctable", {"base": self._requested.seq, "fresh": sorted(fresh_pids)},
+                                           left)
+                procs = dict(self._requested.apply(value))
             except AgentError as e:
                 return ProcTable(host, error=f"process table of {host}: {e}", took_ms=(time.perf_counter() - t0) * 1e3)
             except (KeyError, TypeError, ValueError, IndexError) as e:
-                self._seq = None
+                self._requested.seq = None
                 return ProcTable(host, error=f"process table of {host}: {self.where}: unparseable reply ({e})",
                                  took_ms=(time.perf_counter() - t0) * 1e3)
         finally:
             self._table_lock.release()
         return ProcTable(host, procs=procs, took_ms=(time.perf_counter() - t0) * 1e3)
-
-    def _apply(self, value: dict) -> dict[int, Proc]:
-        base = value["base"]
-        if base is None:
-            procs: dict[int, Proc] = {}
-        elif base == self._seq:
-            procs = self._procs
-        else:
-            raise ValueError(f"a change set against table {base}, this end holds {self._seq}")
-        self._seq = None   # until the whole reply is applied
-        for pid in value["gone"]:
-            procs.pop(int(pid), None)
-        for pid, ppid, state, create_time, name, cmd in value["rows"]:
-            procs[int(pid)] = Proc(pid=int(pid), ppid=int(ppid), create_time=float(create_time),
-                                   cmdline=tuple(str(a) for a in cmd) if cmd is not None else None,
-                                   name=str(name), state=str(state))
-        if len(procs) != value["count"]:
-            raise ValueError(f"{len(procs)} processes after the change set, the agent has {value['count']}")
-        self._procs, self._seq = procs, int(value["seq"])
-        return dict(procs)
 
     async def stat_file(self, path: str, timeout: float) -> FileStat:
         t0 = time.perf_counter()
@@ -257,3 +326,108 @@ class RemoteAgent:
         if not isinstance(data, bytes):
             return None
         return decode(data).splitlines()[-n:] if n > 0 else []
+
+    # -- pushes -------------------------------------------------------------------------------------
+
+    def _on_push(self, msg: dict) -> None:
+        try:
+            wid, now = int(msg["push"]), float(msg["now"])
+            for path, key in dict(msg.get("stats") or {}).items():
+                if not isinstance(key, list) or not key:
+                    raise ValueError(f"stat of {path!r} is {key!r}")
+                self._pushed_stats[str(path)] = key
+            if "table" in msg:
+                try:
+                    self._pushed.apply(msg["table"])
+                    self._pushed_ok = True
+                except (KeyError, TypeError, ValueError, IndexError):
+                    # Lost track of the pushed table: requests until the agent sends it whole again.
+                    self._pushed_ok, self._spec_reset = False, True
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self._push_at = None   # a push that cannot be read: nothing pushed is trusted until the next
+            return
+        self._push_at, self._push_now, self._push_wid = time.monotonic(), now, wid
+        self.pushes += 1
+        if self._push_at - self._spec_checked > WATCH_EXPIRE_S / 4:
+            # What no beat asks for any more is dropped from the watch (all of it: the agent stops pushing).
+            self._spec_checked = self._push_at
+            self._send_spec()
+
+    def _fresh_push(self, within_s: float, part: str) -> bool:
+        """A push younger than within_s came, of a spec that already held `part`."""
+        at = self._push_at
+        return (at is not None and time.monotonic() - at <= within_s
+                and part in self._since and self._push_wid >= self._since[part])
+
+    def pushed_stat(self, path: str, within_s: float) -> FileStat | None:
+        """path's stat as the last push measured it, if younger than within_s (None: ask). Watched from now."""
+        self._want(path, within_s)
+        if not self._fresh_push(within_s, path):
+            return None
+        key = self._pushed_stats.get(path)
+        return None if key is None else pushed_file_stat(path, key, self._push_now)
+
+    def pushed_table(self, host: str, within_s: float, fresh_pids: frozenset[int]) -> ProcTable | None:
+        """The process table as the last push read it, if younger than within_s and with fresh_pids re-read
+        in it (None: ask). Watched from now."""
+        self._want_fresh = fresh_pids
+        self._want("table", within_s)
+        if not (self._pushed_ok and self._fresh_push(within_s, "table") and self._spec is not None
+                and fresh_pids <= self._spec.fresh):
+            return None
+        return ProcTable(host, procs=dict(self._pushed.procs))
+
+    def _want(self, part: str, within_s: float) -> None:
+        now = time.monotonic()
+        known = part in self._wants
+        self._wants[part] = now
+        self._want_period = within_s * PUSH_SHARE
+        if known and now - self._spec_checked < WATCH_EXPIRE_S / 4 and self._spec is not None and (
+                part != "table" or self._want_fresh <= self._spec.fresh):
+            return
+        self._spec_checked = now
+        self._send_spec()
+
+    def _send_spec(self) -> None:
+        if self._spec_sending or self.closed is not None:
+            return
+        err = self.watch_error
+        if err is not None and time.monotonic() - err[0] < WATCH_RETRY_S:
+            return
+        now = time.monotonic()
+        for part in [p for p, t in self._wants.items() if now - t > WATCH_EXPIRE_S]:
+            del self._wants[part]
+        table = "table" in self._wants
+        spec = WatchSpec(round(self._want_period, 3), frozenset(p for p in self._wants if p != "table"), table,
+                         self._want_fresh if table else frozenset())
+        if spec == self._spec and not self._spec_reset:
+            return
+        self._spec_sending = True
+        task = asyncio.ensure_future(self._watch(spec, self._spec_reset))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _watch(self, spec: WatchSpec, reset: bool) -> None:
+        rid = next(self._ids)   # the agent tags its pushes with the id of the spec they follow
+        old = self._spec
+        try:
+            await self._request_as(rid, "watch", {"period": spec.period, "paths": sorted(spec.paths),
+                                                  "table": spec.table, "fresh": sorted(spec.fresh),
+                                                  "reset": reset}, 10.0)
+        except AgentError as e:
+            self.watch_error = (time.monotonic(), str(e))
+            return
+        finally:
+            self._spec_sending = False
+        if reset:
+            self._spec_reset = False
+        self._spec = spec
+        # A part the last spec already had stays valid; a new one (and the table when its pids grew, or
+        # after a reset) is valid from this spec's pushes on.
+        for part in spec.paths | ({"table"} if spec.table else set()):
+            grew = part == "table" and (old is None or not spec.fresh <= old.fresh or reset)
+            if old is None or grew or part not in (old.paths | ({"table"} if old.table else set())):
+                self._since[part] = rid
+        for part in [p for p in self._since if p not in spec.paths and not (p == "table" and spec.table)]:
+            del self._since[part]
+            self._pushed_stats.pop(part, None)
+        self._send_spec()   # what was asked while this one was on its way

@@ -19,8 +19,9 @@ from ops.tristate import Evidence
 BEAT_SHARE_S = 0.25
 
 
-async def process_table(host: Host, timeout: float, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
-    return await host.platform.process_table(timeout, fresh_pids)
+async def process_table(host: Host, timeout: float, fresh_pids: frozenset[int] = frozenset(),
+                        within_s: float = 0.0) -> ProcTable:
+    return await host.platform.process_table(timeout, fresh_pids, within_s)
 
 
 async def signal_if_same(host: Host, pid: int, create_time: float, sig: str, timeout: float = 10.0,

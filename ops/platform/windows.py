@@ -134,7 +134,8 @@ class Windows(Platform):
     async def _ps(self, script: str, timeout: float) -> Result:
         return await self._run_powershell(script, timeout)
 
-    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset()) -> ProcTable:
+    async def process_table(self, timeout: float, fresh_pids: frozenset[int] = frozenset(),
+                            within_s: float = 0.0) -> ProcTable:
         t0 = time.perf_counter()
         res = await self._ps(PROCESS_SCRIPT, timeout)
         took = (time.perf_counter() - t0) * 1e3
@@ -188,7 +189,7 @@ class Windows(Platform):
         return await tcp_check(self.host.tcp_address, port, timeout)
 
     # A Windows host holds the CARLA server; the evaluator's files live on Linux hosts.
-    async def stat_file(self, path: str, timeout: float) -> FileStat:
+    async def stat_file(self, path: str, timeout: float, within_s: float = 0.0) -> FileStat:
         return FileStat(exists=False, error=f"reading files on the Windows host {self.host.name} is not supported")
 
     async def read_text(self, path: str, timeout: float, limit: int) -> FileText:

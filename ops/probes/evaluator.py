@@ -46,8 +46,8 @@ class CheckpointCache:
         self._key: dict[str, tuple[float | None, int | None]] = {}
         self._val: dict[str, CheckpointReading] = {}
 
-    async def read(self, host: Host, path: str, timeout: float) -> CheckpointReading:
-        st = await stat_file(host, path, timeout)
+    async def read(self, host: Host, path: str, timeout: float, within_s: float = 0.0) -> CheckpointReading:
+        st = await stat_file(host, path, timeout, within_s)
         if st.error:
             return CheckpointReading(None, st.error)
         if not st.exists:
@@ -109,14 +109,15 @@ EvaluatorFiles = tuple[CheckpointReading, HarnessState | None | str]
 
 
 async def evaluator_files(rig: RigConfig, side: SideConfig, host: Host, cache: CheckpointCache, timeout: float,
-                          states: StateCache | None = None) -> EvaluatorFiles:
+                          states: StateCache | None = None, within_s: float = 0.0) -> EvaluatorFiles:
     """The side's checkpoint and harness state: what probe_evaluator reads besides the process table.
     On another host the two reads go out together (each is a round trip); here they are a stat each."""
     cp_path = side.evaluator.path(side.evaluator.checkpoint)
     if host.is_local:
-        return await cache.read(host, cp_path, timeout), await read_state_on(host, rig, side.name, timeout, states)
-    cp, hs = await asyncio.gather(cache.read(host, cp_path, timeout),
-                                  read_state_on(host, rig, side.name, timeout, states))
+        return (await cache.read(host, cp_path, timeout, within_s),
+                await read_state_on(host, rig, side.name, timeout, states, within_s))
+    cp, hs = await asyncio.gather(cache.read(host, cp_path, timeout, within_s),
+                                  read_state_on(host, rig, side.name, timeout, states, within_s))
     return cp, hs
 
 

@@ -175,16 +175,28 @@ class StateCache:
     mutates a state it was handed."""
 
     def __init__(self) -> None:
-        self._parsed: dict[tuple[str, str], tuple[str, HarnessState]] = {}
+        self._parsed: dict[tuple[str, str], tuple[str, HarnessState, tuple | None]] = {}
 
-    def parse(self, host: str, path: str, text: str) -> HarnessState | None | str:
+    def parse(self, host: str, path: str, text: str, stat_key: tuple | None = None) -> HarnessState | None | str:
         seen = self._parsed.get((host, path))
         if seen is not None and seen[0] == text:
+            self._parsed[(host, path)] = (text, seen[1], stat_key)
             return seen[1]
         state = _parse_text(text, f"{path} on {host}")
         if isinstance(state, HarnessState):
-            self._parsed[(host, path)] = (text, state)
+            self._parsed[(host, path)] = (text, state, stat_key)
         return state
+
+    def unchanged(self, host: str, path: str, stat_key: tuple) -> HarnessState | None:
+        """The state parsed from the file whose (mtime, size) was stat_key, if that is still the file."""
+        seen = self._parsed.get((host, path))
+        return seen[1] if seen is not None and seen[2] == stat_key else None
+
+
+# A file's mtime has the kernel's coarse clock (a few ms; more on a network filesystem): two writes of one
+# size within one tick look the same to a stat. A state file is known by its stat only once its mtime is
+# this much older than the stat: a later write then has a later mtime.
+SETTLED_S = 1.0
 
 
 def _parse_text(text: str, where: str) -> HarnessState | str:
@@ -195,17 +207,29 @@ def _parse_text(text: str, where: str) -> HarnessState | str:
 
 
 async def read_state_on(host: Any, rig: RigConfig, side: str, timeout: float,
-                        cache: StateCache | None = None) -> HarnessState | None | str:
+                        cache: StateCache | None = None, within_s: float = 0.0) -> HarnessState | None | str:
     """read_state on the side's evaluator host: this machine's file directly, another host's through its
-    platform (a bounded read with a timeout: a supervisor on a remote host writes its state there)."""
+    platform (a bounded read with a timeout: a supervisor on a remote host writes its state there).
+    within_s > 0 (a display's beat): a stat that recent (an agent's push) shows whether the file changed
+    since the cache read it; unchanged, it is not read again."""
     if host.is_local:
         return read_state(rig, side)
     path = str(state_path(rig, side))
+    key = None
+    if cache is not None and within_s > 0:
+        st = await host.platform.stat_file(path, timeout, within_s)
+        if st.error is None and not st.exists:
+            return None
+        if st.error is None and st.mtime is not None and st.host_now is not None:
+            hit = cache.unchanged(host.name, path, (st.mtime, st.size))
+            if hit is not None:
+                return hit
+            key = (st.mtime, st.size) if st.host_now - st.mtime >= SETTLED_S else None
     ft = await host.platform.read_text(path, timeout, MAX_STATE_BYTES)
     if ft.missing:
         return None
     if ft.text is None:
         return f"unreadable {path} on {host.name}: {ft.error}"
     if cache is not None:
-        return cache.parse(host.name, path, ft.text)
+        return cache.parse(host.name, path, ft.text, key)
     return _parse_text(ft.text, f"{path} on {host.name}")

@@ -26,8 +26,10 @@ class HeartbeatProbe:
                 "log": self.log, "stall_s": self.stall_s}
 
 
-async def probe_heartbeat(host: Host, log: str, stall_s: float, timeout: float) -> HeartbeatProbe:
-    st = await stat_file(host, log, timeout)
+async def probe_heartbeat(host: Host, log: str, stall_s: float, timeout: float,
+                          within_s: float = 0.0) -> HeartbeatProbe:
+    """within_s: a display's beat may take a stat made at most that long ago (platform's stat_file)."""
+    st = await stat_file(host, log, timeout, within_s)
     what = f"mtime of {log} on {host.name}"
     if st.error:
         return HeartbeatProbe(Beat.UNKNOWN, None, log, Evidence(what, False, error=st.error, took_ms=st.took_ms),

@@ -247,8 +247,14 @@ class Prober:
         if recent is not None and self._same_beat(recent[0], time.monotonic()):
             return recent[1]
         if self.hosts[host].is_local:   # scanned inline without a pause: no other side can be midway
-            return await self._scan(host, timeout)
-        return await _shared(self._scans, host, lambda: self._scan(host, timeout))
+            return await self._scan(host, timeout, self.beat_within_s)
+        return await _shared(self._scans, host, lambda: self._scan(host, timeout, self.beat_within_s))
+
+    @property
+    def beat_within_s(self) -> float:
+        """How old a measurement a display's beat may take (one a remote agent pushed): one poll period.
+        Plans, checks and commands pass 0 everywhere: they measure now."""
+        return max(0.0, self.rig.poll_s)
 
     def _same_beat(self, at: float, now: float) -> bool:
         """A table made at `at` serves a poll starting at `now` of the same beat: the app wakes every side's
@@ -261,12 +267,12 @@ class Prober:
         p = self.rig.poll_s
         return p > 0 and 0 <= now - at < p and int(now // p) == int(at // p)
 
-    async def _scan(self, host: str, timeout: float) -> ProcTable:
+    async def _scan(self, host: str, timeout: float, within_s: float = 0.0) -> ProcTable:
         # The processes the last snapshot cared about are re-read, not served from the scan cache: a chain
         # member that exited and became a zombie must show as one now, not at its next cache miss.
         # Gathered here, once a scan, not on every snapshot: a beat of tens of sides remembers tens of them.
         watched = frozenset(pid for (h, _side, _role), pids in self._watch_by_side.items() if h == host for pid in pids)
-        table = await process_table(self.hosts[host], timeout, fresh_pids=watched)
+        table = await process_table(self.hosts[host], timeout, fresh_pids=watched, within_s=within_s)
         self._recent[host] = (time.monotonic(), table)
         return table
 
@@ -301,13 +307,14 @@ class Prober:
         local = self.hosts[side.server.host].is_local and ev_host.is_local
         log = side.evaluator.path(side.evaluator.log)
         early: list[asyncio.Future] = []
+        within = self.beat_within_s if rpc is None and tables is None else 0.0
         if not local:
             # On another host every read is a round trip: the heartbeat, the checkpoint and the harness state
             # do not depend on the process table, so they go out with it, not after it (a remote full poll
             # was three round trips in a row: 7-11 ms, measured on the sim's ssh hosts).
-            early = [asyncio.ensure_future(probe_heartbeat(ev_host, log, side.heartbeat.stall_s, timeout)),
+            early = [asyncio.ensure_future(probe_heartbeat(ev_host, log, side.heartbeat.stall_s, timeout, within)),
                      asyncio.ensure_future(evaluator_files(self.rig, side, ev_host, self.checkpoints, timeout,
-                                                           self.harness_states))]
+                                                           self.harness_states, within))]
         try:
             if tables is None:
                 tables = await self.tables({side.server.host, side.evaluator.host}, timeout, share=rpc is None)
@@ -319,9 +326,11 @@ class Prober:
         due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_interval(name))
         server_c = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
                                 rpc_overhead_s=self.rpc_overhead_s)
-        hb_c = early[0] if early else probe_heartbeat(ev_host, log, side.heartbeat.stall_s, timeout)
+        hb_c = early[0] if early else probe_heartbeat(ev_host, log, side.heartbeat.stall_s, timeout, within)
+        files = early[1] if early else evaluator_files(self.rig, side, ev_host, self.checkpoints, timeout,
+                                                       self.harness_states, within)
         ev_c = probe_evaluator(self.rig, side, ev_host, tables[side.evaluator.host], self.checkpoints, timeout,
-                               self.harness_states, files=early[1] if early else None)
+                               self.harness_states, files=files)
         vram_c = self._vram(side.server.host, timeout, force=bool(rpc)) if vram else self._no_vram(side.server.host)
         if (not due and (not vram or self._vram_cached(side.server.host, force=bool(rpc))) and local):
             # All local, no RPC and no VRAM read due: each probe is a fraction of a millisecond, less
@@ -338,7 +347,7 @@ class Prober:
         # Recomputed only when the checkpoint changed (once a route): no I/O on an ordinary poll.
         retired = tuple(str(r) for r in (getattr(ev.harness, "retired", None) or ()))
         results = await self.live_results.get(ev_host, side, ev.checkpoint.checkpoint, ev.checkpoint.missing, timeout,
-                                              retired)
+                                              retired, within)
         clients: int | None = 0
         cev: Evidence | None = None
         if server.verdict.state is State.ALIVE and ev.verdict.state is State.DEAD:
@@ -363,7 +372,7 @@ class Prober:
         ev_host = self.hosts[side.evaluator.host]
         timeout = side.server.probe_timeout_s
         log = side.evaluator.path(side.evaluator.log)
-        hb = await probe_heartbeat(ev_host, log, side.heartbeat.stall_s, timeout)
+        hb = await probe_heartbeat(ev_host, log, side.heartbeat.stall_s, timeout, self.beat_within_s)
         lines = full.log_tail
         if tail:
             lines = tuple(await tail_lines(ev_host, log, tail, timeout) or ())

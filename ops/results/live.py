@@ -66,16 +66,17 @@ class LiveResultsCache:
         self.hook_error: str | None = None    # the last failure of on_fake_success, kept as evidence
 
     async def get(self, host: Host, side: SideConfig, cp: Checkpoint | None, cp_missing: bool,
-                  timeout: float, retired: tuple[str, ...] = ()) -> LiveResults | None:
+                  timeout: float, retired: tuple[str, ...] = (), within_s: float = 0.0) -> LiveResults | None:
         """None only before anything could be computed (a half-written checkpoint on the first poll).
-        retired: the route ids the side's supervisor retired (left out of the ETA)."""
+        retired: the route ids the side's supervisor retired (left out of the ETA). within_s: as the
+        platform's stat_file (the routes file's stat on a display's beat)."""
         key = cp if cp is not None else ("missing" if cp_missing else None)
         last = self._last.get(side.name)
         if key is None:
             return last[2] if last else None
         if last is not None and last[0] is key and last[1] == retired:
             return last[2]
-        routes, err = await self._routes_table(host, side, timeout)
+        routes, err = await self._routes_table(host, side, timeout, within_s)
         value = summarise(routes, cp, side_floor(side), err, retired)
         self._last[side.name] = (key, retired, value)
         self._alarm(side.name, value.fake)
@@ -94,10 +95,11 @@ class LiveResultsCache:
             except Exception as e:  # noqa: BLE001 - a notifier's failure must not stop the side's poll
                 self.hook_error = f"on_fake_success({side}): {type(e).__name__}: {e}"
 
-    async def _routes_table(self, host: Host, side: SideConfig, timeout: float) -> tuple[RoutesTable | None, str | None]:
+    async def _routes_table(self, host: Host, side: SideConfig, timeout: float,
+                            within_s: float) -> tuple[RoutesTable | None, str | None]:
         path = side.evaluator.path(side.evaluator.routes)
         cache_key = f"{host.name}:{path}"
-        st = await stat_file(host, path, timeout)
+        st = await stat_file(host, path, timeout, within_s)
         if st.error or not st.exists:
             return None, st.error or f"{path}: no such file"
         hit = self._routes.get(cache_key)

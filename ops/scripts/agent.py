@@ -9,6 +9,12 @@ a filesystem call that hangs (a hard NFS mount whose server went away) holds tha
 console bounds every request by its own deadline and restarts the agent when too many stay unanswered.
 EOF on stdin (the channel closed, the connection dropped) ends the agent at once, hung threads and all.
 
+A display polls the same things every second. For it the console may ask once (`watch`: a period, the
+paths to stat, whether to send the table, the pids to re-read) and the agent then pushes, every period,
+{"push": watch id, "now": its clock, "stats": the paths whose stat changed, "table": a change set}: the
+console's beat reads what came, with no round trip. A push is a measurement with its time; plans and
+verifications still ask (a request is answered now, never from a push).
+
 The process table is sent as a change set against the last one this agent sent, when the console names
 that one as its base: a steady host changes a few rows a second, not its ~1,000. It is read as the
 console reads its own machine (ops/platform/procs.py): (pid, inode of /proc/PID) keys a cache of the
@@ -233,8 +239,7 @@ class ProcTable:
         self.rows: dict = {}     # pid -> row, the current table
         self.keys: dict = {}     # pid -> (pid, inode)
         self.settled_at = 0.0
-        self.sent: dict | None = None   # pid -> row, the table of reply `seq`
-        self.seq = 0
+        self.requests = ChangeSets()
 
     def _read(self, pid: int):
         try:
@@ -282,26 +287,44 @@ class ProcTable:
             if (ppid, state) != (row[1], row[2]):
                 self.rows[pid] = self.cache[self.keys[pid]] = (pid, ppid, state) + row[3:]
 
+    def scan(self, fresh) -> dict:
+        """The table now (pid -> row); the caller holds self.lock."""
+        now = time.time()
+        listing = [(e.name, e.inode()) for e in os.scandir("/proc")]
+        if listing != self.listing or now < self.settled_at:
+            self._full(listing, now)
+        self._reread(set(fresh), now)
+        return self.rows
+
     def request(self, base, fresh) -> dict:
         t0 = time.perf_counter()
         with self.lock:
-            now = time.time()
-            listing = [(e.name, e.inode()) for e in os.scandir("/proc")]
-            if listing != self.listing or now < self.settled_at:
-                self._full(listing, now)
-            self._reread(set(fresh), now)
-            rows = self.rows
-            sent = self.sent if base is not None and base == self.seq else None
-            if sent is None:
-                changed = list(rows.values())
-                gone: list = []
-            else:
-                changed = [r for pid, r in rows.items() if sent.get(pid) is not r and sent.get(pid) != r]
-                gone = [pid for pid in sent if pid not in rows]
-            self.sent = dict(rows)
-            self.seq += 1
-            return {"seq": self.seq, "base": None if sent is None else base, "rows": changed, "gone": gone,
-                    "count": len(rows), "took_ms": (time.perf_counter() - t0) * 1e3}
+            msg = self.requests.next(self.scan(fresh), base)
+        msg["took_ms"] = (time.perf_counter() - t0) * 1e3
+        return msg
+
+
+class ChangeSets:
+    """The last table one reader was sent, and the change set against it. Requests and pushes each have
+    their own: the console applies replies and pushes in different places, so one sequence for both
+    would let a push and a reply race over which base is current."""
+
+    def __init__(self) -> None:
+        self.sent: dict | None = None   # pid -> row, the table of `seq`
+        self.seq = 0
+
+    def next(self, rows: dict, base) -> dict:
+        sent = self.sent if base is not None and base == self.seq else None
+        if sent is None:
+            changed = list(rows.values())
+            gone: list = []
+        else:
+            changed = [r for pid, r in rows.items() if sent.get(pid) is not r and sent.get(pid) != r]
+            gone = [pid for pid in sent if pid not in rows]
+        self.sent = dict(rows)
+        self.seq += 1
+        return {"seq": self.seq, "base": None if sent is None else base, "rows": changed, "gone": gone,
+                "count": len(rows)}
 
 
 # -- files --------------------------------------------------------------------------------------------
@@ -317,6 +340,16 @@ def op_stat(path: str) -> dict:
     # int / int is correctly rounded, so this is the float of stat's "%.9Y" text, the commands' answer;
     # ns / 1e9 rounds the ns to a float first and can differ in the last bit.
     return {"now": now, "kind": "file", "mtime": st.st_mtime_ns / 10**9, "size": st.st_size}
+
+
+def stat_key(path: str):
+    """A watched path's stat as pushed: [kind, mtime, size] or ["error", reason] (a push never fails
+    for one path; the console reads the error as that path's evidence)."""
+    try:
+        st = op_stat(path)
+    except Exception as e:   # PermissionError, ELOOP, ...: the raw reason
+        return ["error", f"{type(e).__name__}: {e}"]
+    return [st["kind"], st.get("mtime"), st.get("size")]
 
 
 def _open_regular(path: str):
@@ -369,6 +402,86 @@ def op_tail(path: str, max_bytes: int) -> dict:
         os.close(fd)
 
 
+# -- pushes -------------------------------------------------------------------------------------------
+
+MIN_PERIOD_S, MAX_PERIOD_S = 0.1, 60.0
+MAX_WATCHED = 4096
+
+
+class Watch:
+    """The console's standing request: every period, the watched paths' stats that changed and the table's
+    change set, pushed. A spec replaces the last one; its `reset` starts the change sets afresh (the
+    console lost track). A stat that hangs (a dead NFS server) holds this thread, so the pushes stop: the
+    console sees them age and asks with requests, each bounded by its own deadline."""
+
+    def __init__(self, agent) -> None:
+        self.agent = agent
+        self.cv = threading.Condition()
+        self.spec: tuple | None = None   # (id, period, paths, table, fresh)
+        self.stats: dict = {}      # path -> the stat last pushed
+        self.sets = ChangeSets()
+        self.thread: threading.Thread | None = None
+
+    def set(self, wid: int, args: dict) -> dict:
+        period = float(args.get("period", 1.0))
+        if not MIN_PERIOD_S <= period <= MAX_PERIOD_S:   # NaN fails both tests
+            raise ValueError(f"period {period!r} outside [{MIN_PERIOD_S}, {MAX_PERIOD_S}]")
+        paths = [str(p) for p in args.get("paths") or ()]
+        if len(paths) > MAX_WATCHED:
+            raise ValueError(f"{len(paths)} paths (at most {MAX_WATCHED})")
+        fresh = [int(p) for p in args.get("fresh") or ()]
+        with self.cv:
+            if args.get("reset"):
+                self.stats, self.sets = {}, ChangeSets()
+            else:   # the console forgets a path it stops watching: watched again, it is sent again
+                keep = set(paths)
+                self.stats = {p: k for p, k in self.stats.items() if p in keep}
+            self.spec = (wid, period, paths, bool(args.get("table")), fresh)
+            self.cv.notify()
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, daemon=True)
+                self.thread.start()
+        return {"watch": wid, "period": period, "paths": len(paths)}
+
+    def run(self) -> None:
+        while True:
+            with self.cv:
+                # Nothing watched (the console stopped asking): no pushes until it asks again.
+                self.cv.wait_for(lambda: self.spec is not None and (self.spec[2] or self.spec[3]))
+                spec = self.spec
+            assert spec is not None
+            t0 = time.monotonic()
+            # A console that stopped reading (its loop blocked, the channel stalled) gets no pile of pushes
+            # here: one waits at most; its view ages and it asks with requests instead.
+            if self.agent.backlog() < 2:
+                self.agent.reply(self.push(spec))
+            with self.cv:
+                # A new spec (more paths, other pids) is pushed at once, not a period later.
+                self.cv.wait_for(lambda: self.spec is not spec, timeout=max(0.0, t0 + spec[1] - time.monotonic()))
+
+    def push(self, spec) -> dict:
+        wid, _period, paths, table, fresh = spec
+        with self.cv:   # a reset while this push is read applies to the next one
+            last, sets = self.stats, self.sets
+        msg: dict = {"push": wid, "now": time.time()}
+        stats = {}
+        seen = {}
+        for path in paths:
+            key = stat_key(path)
+            seen[path] = key
+            if last.get(path) != key:
+                stats[path] = key
+        with self.cv:
+            if self.stats is last:
+                self.stats = seen
+        msg["stats"] = stats
+        if table:
+            with self.agent.table.lock:
+                rows = self.agent.table.scan(fresh)
+                msg["table"] = sets.next(rows, sets.seq if sets.sent is not None else None)
+        return msg
+
+
 # -- the loop -----------------------------------------------------------------------------------------
 
 class Agent:
@@ -380,6 +493,7 @@ class Agent:
         # Replies go out through one writer: those ready together leave in one write (one SSH packet).
         self.ready: list = []
         self.ready_cv = threading.Condition()
+        self.watch = Watch(self)
         threading.Thread(target=self.writer, daemon=True).start()
 
     def reply(self, msg: dict) -> None:
@@ -387,6 +501,10 @@ class Agent:
         with self.ready_cv:
             self.ready.append(struct.pack(">I", len(body)) + body)
             self.ready_cv.notify()
+
+    def backlog(self) -> int:
+        with self.ready_cv:
+            return len(self.ready)
 
     def writer(self) -> None:
         while True:
@@ -400,7 +518,7 @@ class Agent:
             except (OSError, ValueError):   # stdout gone: the main loop ends on EOF
                 return
 
-    def answer(self, op: str, args: dict):
+    def answer(self, op: str, args: dict, rid: int = 0):
         if op == "hello":
             return {"version": VERSION, "pid": os.getpid(), "now": time.time(),
                     "codec": "msgpack" if msgpack is not None else "builtin"}
@@ -412,11 +530,13 @@ class Agent:
             return op_read(args["path"], args["limit"])
         if op == "tail":
             return op_tail(args["path"], args["max_bytes"])
+        if op == "watch":
+            return self.watch.set(rid, args)
         raise ValueError(f"unknown op {op!r}")
 
     def handle(self, rid, op, args) -> None:
         try:
-            msg = {"id": rid, "ok": True, "value": self.answer(op, args)}
+            msg = {"id": rid, "ok": True, "value": self.answer(op, args, rid)}
         except Exception as e:   # the raw reason goes back as the request's evidence
             msg = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}"}
         finally:

@@ -58,3 +58,37 @@ def test_one_process_table_per_host_per_beat(tmp_path: Path, scans: Counter[str]
         for h in hosts.values():
             await h.close()
     asyncio.run(run())
+
+
+def test_only_a_display_beat_takes_a_recent_measurement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """within_s (how old a reading may be: one a remote agent pushed) is one poll period on a display's
+    beat, and 0 on every other poll: a plan, a check, a command, `g` measure now."""
+    from ops.platform.linux_local import LinuxLocal
+    asked: list[tuple[str, float]] = []
+    real_stat, real_table = LinuxLocal.stat_file, LinuxLocal.process_table
+
+    async def stat_file(self, path, timeout, within_s=0.0):
+        asked.append(("stat", within_s))
+        return await real_stat(self, path, timeout, within_s)
+
+    async def process_table(self, timeout, fresh_pids=frozenset(), within_s=0.0):
+        asked.append(("table", within_s))
+        return await real_table(self, timeout, fresh_pids, within_s)
+    monkeypatch.setattr(LinuxLocal, "stat_file", stat_file)
+    monkeypatch.setattr(LinuxLocal, "process_table", process_table)
+
+    async def run() -> None:
+        r = rig(tmp_path)
+        hosts = await make_hosts(r.hosts)
+        try:
+            p = Prober(r, hosts, rpc_every_s=1e9, vram_every_s=1e9)
+            await p.side("s01")                       # the display's beat
+            assert asked and {w for _, w in asked} == {r.poll_s}, asked
+            for forced in ({"rpc": False}, {"rpc": True}, {"tables": await p.tables({"h0"}, 10.0)}):
+                asked.clear()
+                await p.side("s01", **forced)
+                assert asked and {w for _, w in asked} == {0.0}, (forced, asked)
+        finally:
+            for h in hosts.values():
+                await h.close()
+    asyncio.run(run())

@@ -193,3 +193,52 @@ def test_a_host_whose_agent_cannot_start_answers_with_the_commands(ssh_cfg, tmp_
     assert st.exists and st.error is None and table.ok and os.getpid() in table.procs
     assert starts == 0 and execs >= 2
     assert why is not None and "no-such-agent.py" in why, why
+
+
+def test_a_display_beat_reads_what_the_agent_pushed(ssh_cfg, tmp_path: Path) -> None:
+    """A beat's stat and table (within_s > 0) ask once, are watched from then on, and later beats take the
+    agent's pushes: no request goes out, and what they read follows the files and processes."""
+    log, _ = files(tmp_path)
+    mtime = log.stat().st_mtime
+
+    async def go():
+        h = SshHost(ssh_cfg)
+        try:
+            agent = await h.agent(60)
+            assert agent is not None, h.agent_error
+            p = h.platform
+            assert (await p.stat_file(str(log), 10, within_s=1.0)).exists      # asked, then watched
+            assert (await p.process_table(10, within_s=1.0)).ok
+
+            async def next_push() -> None:
+                n = agent.pushes
+                deadline = time.monotonic() + 30   # a condition with a backstop
+                while agent.pushes <= n:
+                    assert time.monotonic() < deadline, "no push"
+                    await asyncio.sleep(0.02)
+            await next_push()
+            await next_push()
+            asked = dict(agent.asked)
+            beats = []
+            for _ in range(3):
+                await next_push()
+                beats.append((await p.stat_file(str(log), 10, within_s=1.0), await p.process_table(10, within_s=1.0)))
+            no_requests = dict(agent.asked) == asked
+            with open(log, "a") as f:
+                f.write("tick 50\n")
+            size = log.stat().st_size
+            deadline = time.monotonic() + 30
+            while (st := await p.stat_file(str(log), 10, within_s=1.0)).size != size and time.monotonic() < deadline:
+                await next_push()
+            forced = await p.stat_file(str(log), 10)   # within 0 (a plan): a request, always
+            return beats, no_requests, st, size, forced, agent.asked["stat"] - asked.get("stat", 0)
+        finally:
+            await h.close()
+
+    beats, no_requests, st, size, forced, stats_asked = asyncio.run(go())
+    assert no_requests, "a beat's reads went out as requests while pushes came"
+    for st0, table in beats:
+        assert st0.exists and st0.error is None and st0.mtime == pytest.approx(mtime, abs=1e-6)
+        assert table.ok and os.getpid() in table.procs
+    assert st.size == size and st.error is None
+    assert forced.size == size and stats_asked == 1

@@ -133,7 +133,7 @@ def test_process_table_whole_then_change_sets() -> None:
     async def go() -> None:
         async with agent_process() as (agent, pid):
             first = await agent.process_table("h", 10, frozenset())
-            assert first.ok and agent._seq is not None, first.error
+            assert first.ok and agent._requested.seq is not None, first.error
             me = first.procs[os.getpid()]
             assert me.cmdline, me
             assert first.procs[pid].ppid == os.getpid()
@@ -159,7 +159,7 @@ def test_process_table_whole_then_change_sets() -> None:
                 child.wait(10)
             await seen(False)
             # A reply lost to this end (a timeout) leaves it behind the agent: the next one is whole again.
-            agent._seq = (agent._seq or 0) - 1
+            agent._requested.seq = (agent._requested.seq or 0) - 1
             again = await agent.process_table("h", 10, frozenset())
             assert again.ok and set(again.procs) >= {os.getpid(), pid, 1}
     asyncio.run(go())
