@@ -15,6 +15,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from ops.tristate import Evidence
 
@@ -97,6 +98,22 @@ class ProcTable:
         return Evidence(what=f"process table of {self.host}", ok=self.ok,
                         detail=f"{len(self.procs)} processes" if self.ok else "",
                         error=self.error, took_ms=self.took_ms, at=self.at)
+
+    def remeasured(self, at: float) -> ProcTable:
+        """The same processes, read again at `at` and found unchanged (a remote agent's push): the indexes
+        built on this table so far carry over, so the tokens earlier beats asked are not looked up again.
+        self.procs must never change: a table is a snapshot."""
+        table = ProcTable(self.host, self.procs, self.error, self.took_ms, at)
+        for index in ("_by_parent", "_by_token", "derived"):
+            if index in self.__dict__:
+                table.__dict__[index] = self.__dict__[index]
+        return table
+
+    @cached_property
+    def derived(self) -> dict[Any, Any]:
+        """What callers computed from these processes alone (a side's chain), by their own keys: a table
+        found unchanged (remeasured) keeps it, so a quiet host's chains are not traced again each beat."""
+        return {}
 
     @cached_property
     def _by_parent(self) -> dict[int, list[Proc]]:

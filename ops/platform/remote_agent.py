@@ -133,6 +133,8 @@ class RemoteAgent:
         self._pushed_stats: dict[str, Any] = {}
         self._pushed = TableMirror()
         self._pushed_ok = False
+        self._pushed_moves = 0   # change sets that changed the pushed table (a push of an unchanged one does not)
+        self._handed: tuple[int, ProcTable] | None = None   # the last table handed out, at which _pushed_moves
         # What beats have asked for (path or "table" -> when), the spec the agent has, and since which spec
         # id each part of it holds.
         self._wants: dict[str, float] = {}
@@ -338,8 +340,11 @@ class RemoteAgent:
                 self._pushed_stats[str(path)] = key
             if "table" in msg:
                 try:
-                    self._pushed.apply(msg["table"])
+                    change = msg["table"]
+                    self._pushed.apply(change)
                     self._pushed_ok = True
+                    if change["base"] is None or change["rows"] or change["gone"]:
+                        self._pushed_moves += 1
                 except (KeyError, TypeError, ValueError, IndexError):
                     # Lost track of the pushed table: requests until the agent sends it whole again.
                     self._pushed_ok, self._spec_reset = False, True
@@ -375,7 +380,15 @@ class RemoteAgent:
         if not (self._pushed_ok and self._fresh_push(within_s, "table") and self._spec is not None
                 and fresh_pids <= self._spec.fresh):
             return None
-        return ProcTable(host, procs=dict(self._pushed.procs))
+        assert self._push_at is not None
+        at = time.time() - (time.monotonic() - self._push_at)   # when the push came, on this clock
+        handed = self._handed
+        if handed is not None and handed[0] == self._pushed_moves and handed[1].host == host:
+            table = handed[1].remeasured(at)
+        else:
+            table = ProcTable(host, procs=dict(self._pushed.procs), at=at)
+        self._handed = (self._pushed_moves, table)
+        return table
 
     def _want(self, part: str, within_s: float) -> None:
         now = time.monotonic()

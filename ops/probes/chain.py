@@ -66,6 +66,17 @@ def protected_pids(table: ProcTable) -> frozenset[int]:
 
 
 def find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool = True) -> Chain:
+    """_find_chain, once per table's processes, rig and side (ProcTable.derived)."""
+    key = ("chain", side.name, local)
+    hit = table.derived.get(key)
+    if hit is not None and hit[0] is rig and hit[1] is side:
+        return hit[2]
+    chain = _find_chain(table, rig, side, local)
+    table.derived[key] = (rig, side, chain)
+    return chain
+
+
+def _find_chain(table: ProcTable, rig: RigConfig, side: SideConfig, local: bool = True) -> Chain:
     """The side's chain: each process verified as the side's own (harness, conda wrapper, evaluator —
     program and exact tokens, see ops/probes/identity.py) with everything below it, outer → inner.
 

@@ -138,3 +138,25 @@ def test_what_no_beat_asks_for_is_no_longer_watched(tmp_path: Path, monkeypatch:
             assert agent.pushed_stat(str(log), WITHIN_S) is None   # asked again: watched again
             await until(lambda: agent.pushed_stat(str(log), WITHIN_S))
     asyncio.run(go())
+
+
+def test_an_unchanged_pushed_table_keeps_its_token_index() -> None:
+    """A push that changed no process hands out the same processes with the indexes earlier beats built
+    (each token asked is a pass over the host's table), measured at the new push's time."""
+    async def go() -> None:
+        async with agent_process() as (agent, _pid):
+            await until(lambda: agent.pushed_table("h", WITHIN_S, frozenset()))
+            deadline = time.monotonic() + 60   # other processes of this machine may move: until a quiet push
+            while True:
+                moves, first = agent._pushed_moves, agent.pushed_table("h", WITHIN_S, frozenset())
+                assert first is not None
+                first.with_tokens("no-such-token")
+                n = agent.pushes
+                await until(lambda: agent.pushes > n)
+                second = agent.pushed_table("h", WITHIN_S, frozenset())
+                if agent._pushed_moves == moves:
+                    break
+                assert time.monotonic() < deadline, "no quiet push"
+            assert second is not None and second is not first and second.procs is first.procs
+            assert second._by_token is first._by_token and second.at > first.at
+    asyncio.run(go())
