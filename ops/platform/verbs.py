@@ -11,6 +11,7 @@ import time
 
 from ops.platform.base import Host
 from ops.platform.procs import ProcTable
+from ops.platform.timeouts import within
 from ops.platform.types import SignalOutcome, TcpCheck
 from ops.tristate import Evidence
 
@@ -69,7 +70,7 @@ async def tcp_check(address: str, port: int, timeout: float) -> TcpCheck:
     t0 = time.perf_counter()
     what = f"tcp connect {address}:{port}"
     try:
-        await asyncio.wait_for(_connect(address, port), timeout)
+        await within(timeout, _connect(address, port))   # no task of its own: every full poll makes one
     except ConnectionRefusedError as e:
         took = (time.perf_counter() - t0) * 1e3
         return TcpCheck(False, Evidence(what, True, detail="refused", error=str(e), took_ms=took))

@@ -381,6 +381,10 @@ class Prober:
         return dataclasses.replace(full, heartbeat=hb, log_tail=lines, at=time.time(),
                                    took_ms=(time.perf_counter() - t0) * 1e3)
 
+    def served(self, side: str) -> bool:
+        """The side was being served at its last poll: evaluator running, heartbeat FRESH, server ALIVE."""
+        return bool(self._served.get(side))
+
     def rpc_interval(self, side: str) -> float:
         """Seconds between cadence RPC probes of a side now (a forced probe ignores it)."""
         every = self._rpc_every.get(side, self.rpc_every_s)
