@@ -167,7 +167,7 @@ class LiveBackend:
         from ops.platform.files import stat_file, tail_lines
         path = str(self._audit.path)
         try:
-            st = await stat_file(host, path, 10.0, self.live.prober.beat_within_s)
+            st = await stat_file(host, path, 10.0, max(0.0, self.rig.poll_s))   # a display's beat (Prober.beat_within_s)
             key = (st.mtime, st.size) if st.error is None and st.exists else None
             if key is not None and self._audit_seen.get(host.name) == key:
                 return

@@ -12,6 +12,7 @@ from console.tui.audit_feed import AuditFeed
 from console.tui.backend import LiveBackend
 from ops.actions.audit import Audit
 from ops.config import load_config
+from ops.platform.types import FileStat
 
 
 def rec(n: int, host: str = "here") -> dict:
@@ -56,6 +57,10 @@ class RemoteHost:
         self.lines = lines
         self.platform = self
         self.asked: list[str] = []
+        self.size = 100   # of the host's audit file, as its stat (an agent's push) says
+
+    async def stat_file(self, path: str, timeout: float, within_s: float = 0.0) -> FileStat:
+        return FileStat(exists=True, mtime=1000.0, size=self.size, host_now=1001.0)
 
     async def tail_lines(self, path: str, n: int, timeout: float, max_bytes: int) -> list[str] | None:
         self.asked.append(path)
@@ -92,6 +97,14 @@ def test_the_live_backend_reads_a_remote_hosts_audit_through_the_host(tmp_path: 
     assert got is not None and got[-1] == rec(5, "gpu1")
     asyncio.run(poll_starts())                          # within REMOTE_EVERY_S: not asked again
     assert len(host.asked) == 1 and backend.audit() is None
+    backend._feed._asked.clear()                        # due again, but the file's stat has not moved
+    asyncio.run(poll_starts())
+    assert len(host.asked) == 1
+    host.size = 180                                     # a line was appended there: its tail is read
+    host.lines = [json.dumps(rec(5, "gpu1")), json.dumps(rec(6, "gpu1"))]
+    backend._feed._asked.clear()
+    asyncio.run(poll_starts())
+    assert len(host.asked) == 2 and (backend.audit() or [])[-1] == rec(6, "gpu1")
 
 
 def test_a_remote_tail_read_again_takes_only_its_new_lines() -> None:

@@ -105,7 +105,7 @@ def test_a_served_side_between_full_polls_reads_its_heartbeat_and_log_only(monke
     beats = iter([Beat.FRESH, Beat.STALE])
     reads: list[str] = []
 
-    async def heartbeat(host, log, stall_s, timeout):
+    async def heartbeat(host, log, stall_s, timeout, within_s=0.0):
         reads.append("heartbeat")
         return replace(full.heartbeat, beat=next(beats, Beat.FRESH), age_s=1.0)
 
@@ -159,7 +159,7 @@ def test_a_served_side_off_its_beat_is_handed_its_last_snapshot_itself(monkeypat
     full = snapshot(cfg.sides["A"])
     reads: list[str] = []
 
-    async def heartbeat(host, log, stall_s, timeout):
+    async def heartbeat(host, log, stall_s, timeout, within_s=0.0):
         reads.append("heartbeat")
         return replace(full.heartbeat, beat=Beat.FRESH, age_s=1.0)
 
