@@ -1,6 +1,8 @@
 """Typed, frozen values of a rig's configuration (loaded and validated by ops/config.py)."""
 from __future__ import annotations
 
+import functools
+import posixpath
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,8 +72,13 @@ class EvaluatorConfig:
 
     def path(self, rel: str) -> str:
         """A path of this evaluator resolved against its cwd (POSIX: evaluators run on Linux/WSL)."""
-        import posixpath
-        return rel if posixpath.isabs(rel) else posixpath.normpath(posixpath.join(self.cwd, rel))
+        return _resolved(self.cwd, rel)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(cwd: str, rel: str) -> str:
+    # Asked for every side's log and checkpoint on every beat: a rig's few paths are resolved once.
+    return rel if posixpath.isabs(rel) else posixpath.normpath(posixpath.join(cwd, rel))
 
 
 @dataclass(frozen=True)

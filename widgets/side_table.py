@@ -138,6 +138,12 @@ class SideTable(Vertical, can_focus=False):
         if new == old:
             return
         self.rows[side] = new
+        if _age(new["beat"]) == _age(old["beat"]) and {**new, "beat": None} == {**old, "beat": None}:
+            # Only the heartbeat age moved, within what its cell shows (most of a served side's beats):
+            # nothing to draw; a table sorted by age may still reorder on the exact values.
+            if SORT_KEYS[self.sort_col] == "beat":
+                self._reorder_soon()
+            return
         self.table.update_row(side, self._cells(new))   # drawn again only if shown and its text moved
         if side not in self.shown or self._matches(new) is False or new[SORT_KEYS[self.sort_col]] != \
                 old[SORT_KEYS[self.sort_col]]:

@@ -78,6 +78,9 @@ def _detach_terminal() -> None:
     os.close(null)
 
 
+# A side's loop sleeps past at most this many quiet beats in a row (Backend.quiet_beat): a heartbeat read
+# every few beats is what a served side's row shows.
+QUIET_BEATS_MAX = 8
 RESOURCES_EVERY_S = 30.0   # disks and memory move slowly; nvidia-smi costs a few hundred ms
 
 
@@ -247,14 +250,22 @@ class ConsoleApp(App[int]):
         # The prober's own calls time out at probe_timeout_s; an RPC probe adds conda start-up and import.
         return self.backend.rig.sides[side].server.probe_timeout_s + 25.0
 
-    def _to_next_beat(self) -> float:
-        """Seconds to the next whole poll period on the monotonic clock (at least half a period away).
+    def _to_next_beat(self, side: str | None = None) -> float:
+        """Seconds to the next whole poll period on the monotonic clock (at least half a period away); for
+        a side, to the next such beat its poll would read something on (Backend.quiet_beat).
 
         Every side's next poll starts on the same beat, so their snapshots land together and one
         compositor pass shows them all, instead of one repaint per side at drifting times."""
         period = self.poll_s
-        delay = period - (time.monotonic() % period)
-        return delay + period if delay < period / 2 else delay
+        now = time.monotonic()
+        delay = period - (now % period)
+        delay = delay + period if delay < period / 2 else delay
+        if side is not None:
+            for _ in range(QUIET_BEATS_MAX):
+                if not self.backend.quiet_beat(side, int((now + delay) // period)):
+                    break
+                delay += period
+        return delay
 
     def _start_poll(self, side: str, rpc: bool | None) -> None:
         """Ask for a poll of side now (rpc as for Prober.side); one asked during a poll runs after it."""
@@ -272,7 +283,7 @@ class ConsoleApp(App[int]):
         loop = asyncio.get_running_loop()
         wake = self._poll_wake[side]
         while True:
-            beat = loop.call_later(self._to_next_beat(), wake.set) if self.poll_enabled else None
+            beat = loop.call_later(self._to_next_beat(side), wake.set) if self.poll_enabled else None
             try:
                 await wake.wait()
             finally:
@@ -315,9 +326,11 @@ class ConsoleApp(App[int]):
         self._arrived[snap.name] = snap
         # Still to come in this beat: the polls under way, and those woken but not started yet (a local
         # side's poll runs to its end without a pause, before the next side's loop has even run).
-        coming = set(self._poll_inflight) | {s for s, wake in self._poll_wake.items()
-                                             if wake.is_set() and s not in self._poll_paused}
-        if not coming - {snap.name}:
+        name = snap.name
+        coming = (any(s != name for s in self._poll_inflight)
+                  or any(wake.is_set() and s != name and s not in self._poll_paused
+                         for s, wake in self._poll_wake.items()))
+        if not coming:
             self._show_arrived()
         elif self._show_timer is None:   # a loop callback: a Textual timer is a task and a message
             self._show_timer = asyncio.get_running_loop().call_later(SHOW_HOLD_S, self._show_arrived)

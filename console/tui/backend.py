@@ -28,7 +28,7 @@ from ops.actions.audit import Audit
 from ops.actions.guard import Confirmation, Guard, Plan
 from ops.model import RigConfig
 from ops.probes import ports
-from ops.probes.prober import SideSnapshot
+from ops.probes.prober import SideSnapshot, display_within_s
 from ops.probes.supervised_server import with_supervisor_measure
 
 if TYPE_CHECKING:
@@ -145,6 +145,16 @@ class LiveBackend:
         self._with_job[side] = (snap, job, out)
         return out
 
+    def quiet_beat(self, side: str, beat: int) -> bool:
+        """A cadence poll of side on this beat would read nothing (a served side off its full and heartbeat
+        beats: Prober.side returns the snapshot shown). The app does not wake a side's loop for such a beat:
+        on a rig of tens of sides half the loops' wake-ups were those (timer, event, timeout, probe, hold).
+        Another engine's poll also follows its job each beat: never quiet."""
+        if self.rig.engine != "process" or not self.live.prober.served(side):
+            return False
+        phase = self._phase[side]
+        return not falls_on(beat, phase, self._full_every) and not falls_on(beat, phase, self._beat_every)
+
     async def log_lines(self, side: str, n: int) -> list[str] | None:
         from ops.platform.files import tail_lines
         sc = self.rig.sides[side]
@@ -167,8 +177,13 @@ class LiveBackend:
         from ops.platform.files import stat_file, tail_lines
         path = str(self._audit.path)
         try:
-            st = await stat_file(host, path, 10.0, max(0.0, self.rig.poll_s))   # a display's beat (Prober.beat_within_s)
-            key = (st.mtime, st.size) if st.error is None and st.exists else None
+            st = await stat_file(host, path, 10.0, display_within_s(self.rig.poll_s))
+            if st.error is None and not st.exists:
+                # No supervisor has audited on that host yet: nothing to tail until the file appears (a
+                # host of evaluators that never ran asked for a missing file twice a second otherwise).
+                self._audit_seen[host.name] = ("absent",)
+                return
+            key = (st.mtime, st.size) if st.error is None else None
             if key is not None and self._audit_seen.get(host.name) == key:
                 return
             lines = await tail_lines(host, path, REMOTE_TAIL_LINES, 10.0, max_bytes=REMOTE_TAIL_BYTES)

@@ -33,8 +33,9 @@ from ops.platform.types import FileStat, FileText
 # A path, or the table, not asked for by a beat within this long is no longer watched.
 WATCH_EXPIRE_S = 30.0
 # Pushes come this often within a beat's within_s: a beat always finds one younger than within_s, with
-# room for a push's jitter (the agent's thread, the SSH channel).
-PUSH_SHARE = 0.6
+# room for a push's jitter (the agent's thread, the SSH channel). With a display's within_s of 1.5 poll
+# periods (ops/probes/prober.py display_within_s), one push a period.
+PUSH_SHARE = 2 / 3
 # After a watch the agent refused (an older agent, a broken spec), requests only, for this long.
 WATCH_RETRY_S = 30.0
 MAX_FRAME = 32 * 1024 * 1024   # a full process table of ~100,000 processes; a read is capped below it
@@ -72,9 +73,14 @@ class TableMirror:
         for pid in value["gone"]:
             procs.pop(int(pid), None)
         for pid, ppid, state, create_time, name, cmd in value["rows"]:
-            procs[int(pid)] = Proc(pid=int(pid), ppid=int(ppid), create_time=float(create_time),
-                                   cmdline=tuple(str(a) for a in cmd) if cmd is not None else None,
-                                   name=str(name), state=str(state))
+            proc = Proc(pid=int(pid), ppid=int(ppid), create_time=float(create_time),
+                        cmdline=tuple(str(a) for a in cmd) if cmd is not None else None,
+                        name=str(name), state=str(state))
+            old = procs.get(proc.pid)
+            if old is not None and old.cmdline == proc.cmdline and "tokens" in old.__dict__:
+                # A watched process re-read with a new state (R, S): its argv tokens are the same set.
+                proc.__dict__["tokens"] = old.__dict__["tokens"]
+            procs[proc.pid] = proc
         if len(procs) != value["count"]:
             raise ValueError(f"{len(procs)} processes after the change set, the agent has {value['count']}")
         self.procs, self.seq = procs, int(value["seq"])

@@ -25,7 +25,7 @@ from ops.probes.evaluator import CheckpointCache, EvaluatorProbe, evaluator_file
 from ops.probes.harness_state import StateCache
 from ops.probes.heartbeat import HeartbeatProbe, probe_heartbeat
 from ops.probes.lifecycle import FINAL_STATUSES, Lifecycle, LifecycleReading, derive, watched_beat
-from ops.probes.server import ServerProbe, Silence, hung_verdict, probe_server, track_silence
+from ops.probes.server import PortSeen, ServerProbe, Silence, hung_verdict, probe_server, track_silence
 from ops.probes.vram import Gpu, VramReading, read_vram
 from ops.results.live import LiveResults, LiveResultsCache
 from ops.tristate import Beat, Evidence, State, Verdict
@@ -188,6 +188,19 @@ async def _shared(running: dict[str, asyncio.Task[T]], key: str, start: Callable
     return await asyncio.shield(task)
 
 
+def display_within_s(poll_s: float) -> float:
+    """How old a measurement a display's beat may take: one and a half poll periods. The agents then push
+    once a period (remote_agent.PUSH_SHARE) and a beat finds a push with half a period to spare for its
+    jitter; at two thirds of a period, as before, a rig of tens of sides spent a quarter of the console's
+    idle CPU taking pushes in. A display's ages are then at most 1.5 periods behind."""
+    return max(0.0, poll_s) * 1.5
+
+
+# How long a served side's display beats may show its server's accepted port check again (PortSeen): a
+# display figure; plans, checks and `g` connect each time.
+PORT_SERVED_S = 60.0
+
+
 class Prober:
     """Owns the caches a rig's probes share (process scans, checkpoints, last RPC answers)."""
 
@@ -213,6 +226,9 @@ class Prober:
         # Its RPC probe then only confirms what the heartbeat shows, so it runs at the long cadence at once.
         self.rpc_served_s = max(rpc_every_s * 10, self.rpc_max_s)
         self._served: dict[str, bool] = {}                            # side -> running and FRESH last poll
+        # A served side's display beats show its server's accepted port check again for this long (PortSeen).
+        self.port_served_s = PORT_SERVED_S
+        self._ports: dict[str, PortSeen] = {}                           # side -> its last connect that accepted
         self._full: dict[str, tuple[float, SideSnapshot]] = {}          # side -> (monotonic, its last full poll)
         self._last: dict[str, SideSnapshot] = {}                        # side -> its last snapshot, full or light
         self._vram_every: dict[str, float] = {}                        # host -> its current interval
@@ -252,9 +268,9 @@ class Prober:
 
     @property
     def beat_within_s(self) -> float:
-        """How old a measurement a display's beat may take (one a remote agent pushed): one poll period.
-        Plans, checks and commands pass 0 everywhere: they measure now."""
-        return max(0.0, self.rig.poll_s)
+        """How old a measurement a display's beat may take (one a remote agent pushed). Plans, checks and
+        commands pass 0 everywhere: they measure now."""
+        return display_within_s(self.rig.poll_s)
 
     def _same_beat(self, at: float, now: float) -> bool:
         """A table made at `at` serves a poll starting at `now` of the same beat: the app wakes every side's
@@ -324,8 +340,9 @@ class Prober:
             raise
         last = self._last_rpc.get(name)
         due = rpc if rpc is not None else (last is None or time.time() - last[0] >= self.rpc_interval(name))
+        seen = self._port_seen(name, within, bool(due))
         server_c = probe_server(self.rig, side, self.hosts, with_rpc=due, table=tables[side.server.host],
-                                rpc_overhead_s=self.rpc_overhead_s)
+                                rpc_overhead_s=self.rpc_overhead_s, port_seen=seen)
         hb_c = early[0] if early else probe_heartbeat(ev_host, log, side.heartbeat.stall_s, timeout, within)
         files = early[1] if early else evaluator_files(self.rig, side, ev_host, self.checkpoints, timeout,
                                                        self.harness_states, within)
@@ -338,6 +355,7 @@ class Prober:
             server, hb, ev, vram_read = await server_c, await hb_c, await ev_c, await vram_c
         else:
             server, hb, ev, vram_read = await asyncio.gather(server_c, hb_c, ev_c, vram_c)
+        self._seen_port(name, server, seen)
         server = self._carry_rpc(name, server, due)
         server = self._hung(name, server, due)
         lines: tuple[str, ...] = ()
@@ -361,6 +379,23 @@ class Prober:
         self._full[name] = (time.monotonic(), snap)
         self._last[name] = snap
         return snap
+
+    def _port_seen(self, name: str, within: float, rpc_due: bool) -> PortSeen | None:
+        """The accepted connect a display's beat of a served side may show again (PortSeen); None: connect.
+        Never for a plan's or a check's poll (within 0), an RPC probe's, or a side that is not served."""
+        seen = self._ports.get(name)
+        if seen is None or within <= 0 or rpc_due or not self._served.get(name):
+            return None
+        return seen if 0 <= time.time() - seen.at < self.port_served_s else None
+
+    def _seen_port(self, name: str, server: ServerProbe, shown: PortSeen | None) -> None:
+        """Keep a connect that accepted (not one shown again: its age runs from the connect)."""
+        if shown is not None and (server.pid, server.create_time) == (shown.pid, shown.create_time):
+            return
+        if server.tcp is not None and server.tcp.open is True and server.pid is not None and server.create_time is not None:
+            self._ports[name] = PortSeen(server.pid, server.create_time, server.tcp, time.time())
+        else:
+            self._ports.pop(name, None)
 
     async def _light(self, full: SideSnapshot, tail: int) -> SideSnapshot:
         """A served side between its full polls: the heartbeat and the log tail read now, the rest (process

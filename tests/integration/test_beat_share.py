@@ -13,7 +13,7 @@ import pytest
 from ops.model import HostConfig, RigConfig
 from ops.platform.factory import make_hosts
 from ops.platform.procs import LocalProcScanner
-from ops.probes.prober import Prober
+from ops.probes.prober import Prober, display_within_s
 from tests.tui.fakes import side_config
 
 HOSTS = 4
@@ -61,8 +61,8 @@ def test_one_process_table_per_host_per_beat(tmp_path: Path, scans: Counter[str]
 
 
 def test_only_a_display_beat_takes_a_recent_measurement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """within_s (how old a reading may be: one a remote agent pushed) is one poll period on a display's
-    beat, and 0 on every other poll: a plan, a check, a command, `g` measure now."""
+    """within_s (how old a reading may be: one a remote agent pushed) is 1.5 poll periods on a display's
+    beat (display_within_s), and 0 on every other poll: a plan, a check, a command, `g` measure now."""
     from ops.platform.linux_local import LinuxLocal
     asked: list[tuple[str, float]] = []
     real_stat, real_table = LinuxLocal.stat_file, LinuxLocal.process_table
@@ -83,7 +83,7 @@ def test_only_a_display_beat_takes_a_recent_measurement(tmp_path: Path, monkeypa
         try:
             p = Prober(r, hosts, rpc_every_s=1e9, vram_every_s=1e9)
             await p.side("s01")                       # the display's beat
-            assert asked and {w for _, w in asked} == {r.poll_s}, asked
+            assert asked and {w for _, w in asked} == {display_within_s(r.poll_s)}, asked
             for forced in ({"rpc": False}, {"rpc": True}, {"tables": await p.tables({"h0"}, 10.0)}):
                 asked.clear()
                 await p.side("s01", **forced)

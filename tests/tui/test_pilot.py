@@ -331,6 +331,32 @@ async def test_polls_never_overlap_even_when_reprobe_is_hammered() -> None:
         assert b.peak == {"A": 1, "B": 1}
 
 
+class QuietBBackend(FakeBackend):
+    """Side B is served and has nothing to read on any beat but every fourth (LiveBackend.quiet_beat)."""
+
+    def quiet_beat(self, side: str, beat: int) -> bool:
+        return side == "B" and beat % 4 != 0
+
+
+async def test_a_side_loop_sleeps_past_its_quiet_beats_and_g_still_polls_it() -> None:
+    b = QuietBBackend()
+    app = ConsoleApp(b, poll_s=0.05)
+    async with app.run_test() as pilot:
+        for _ in range(200):   # a condition, not a fixed sleep: the machine may be loaded
+            if probes(b, "A") >= 13:
+                break
+            await settle(pilot, 0.05)
+        a, bq = probes(b, "A"), probes(b, "B")
+        # A polls every beat; B on its first look and then on every fourth beat only (a slow machine may
+        # fold A's beats, never add B's).
+        assert a >= 13 and 2 <= bq <= 1 + -(-a // 4) + 1, (a, bq)
+        await pilot.press("tab")   # B's pane: `g` polls it now, quiet beat or not
+        before = probes(b, "B")
+        await pilot.press("g")
+        await settle(pilot)
+        assert ("probe", "B", True) in b.calls and probes(b, "B") > before
+
+
 async def test_polling_of_a_side_pauses_under_its_modal() -> None:
     b = backend_with_plans()
     app = ConsoleApp(b, poll_s=0.05)

@@ -160,3 +160,18 @@ def test_an_unchanged_pushed_table_keeps_its_token_index() -> None:
             assert second is not None and second is not first and second.procs is first.procs
             assert second._by_token is first._by_token and second.at > first.at
     asyncio.run(go())
+
+
+def test_a_process_whose_state_moved_keeps_its_argv_tokens() -> None:
+    """A watched process is re-read every push and its state letter moves (R, S): the change set carries
+    it again, and its argv tokens (what every side's marker lookup tests) are not built again."""
+    from ops.platform.remote_agent import TableMirror
+    m = TableMirror()
+    cmd = ["/opt/carla/CarlaUE4.sh", "-carla-rpc-port=2000"]
+    m.apply({"base": None, "seq": 1, "count": 1, "gone": [], "rows": [[10, 1, "S", 1000.0, "CarlaUE4.sh", cmd]]})
+    tokens = m.procs[10].tokens
+    m.apply({"base": 1, "seq": 2, "count": 1, "gone": [], "rows": [[10, 1, "R", 1000.0, "CarlaUE4.sh", cmd]]})
+    assert m.procs[10].state == "R" and m.procs[10].tokens is tokens
+    m.apply({"base": 2, "seq": 3, "count": 1, "gone": [],
+             "rows": [[10, 1, "R", 1000.0, "CarlaUE4.sh", [*cmd, "-quality-level=Low"]]]})
+    assert m.procs[10].tokens is not tokens and "-quality-level=Low" in m.procs[10].tokens

@@ -57,9 +57,11 @@ class RemoteHost:
         self.lines = lines
         self.platform = self
         self.asked: list[str] = []
-        self.size = 100   # of the host's audit file, as its stat (an agent's push) says
+        self.size: int | None = 100   # of the host's audit file, as its stat (an agent's push) says; None: absent
 
     async def stat_file(self, path: str, timeout: float, within_s: float = 0.0) -> FileStat:
+        if self.size is None:
+            return FileStat(exists=False, host_now=1001.0)
         return FileStat(exists=True, mtime=1000.0, size=self.size, host_now=1001.0)
 
     async def tail_lines(self, path: str, n: int, timeout: float, max_bytes: int) -> list[str] | None:
@@ -105,6 +107,40 @@ def test_the_live_backend_reads_a_remote_hosts_audit_through_the_host(tmp_path: 
     backend._feed._asked.clear()
     asyncio.run(poll_starts())
     assert len(host.asked) == 2 and (backend.audit() or [])[-1] == rec(6, "gpu1")
+
+
+def test_a_host_with_no_audit_file_is_not_tailed_until_one_appears(tmp_path: Path) -> None:
+    """Its supervisors have not audited there yet: a stat that finds no file means nothing to tail (each
+    host's look came twice a second, a round trip each, on a rig of tens of sides)."""
+    rig_yaml = tmp_path / "rig.yaml"
+    rig_yaml.write_text(textwrap.dedent(f"""\
+        version: 1
+        state_dir: {tmp_path / 'state'}
+        hosts:
+          gpu1: {{type: ssh, address: gpu1.lab}}
+        sides:
+          a:
+            server: {{host: gpu1, command: [/opt/carla/CarlaUE4.sh], rpc_port: 2000}}
+            evaluator: {{host: gpu1, conda_env: b2d, cwd: /b2d, script: ev.py, routes: r.xml,
+                        checkpoint: a.json, log: a.log}}
+        """))
+    rig = load_config(rig_yaml)
+    host = RemoteHost([json.dumps(rec(7, "gpu1"))])
+    host.size = None
+    backend = LiveBackend(rig)
+    backend.live = SimpleNamespace(hosts={"gpu1": host})
+    backend.audit()
+
+    async def poll_starts() -> None:
+        backend._feed._asked.clear()   # due on every look
+        backend._start_remote_audit("a")
+        await asyncio.gather(*backend._audit_tasks)
+    asyncio.run(poll_starts())
+    asyncio.run(poll_starts())
+    assert host.asked == []
+    host.size = 90                     # the first supervisor audited there
+    asyncio.run(poll_starts())
+    assert len(host.asked) == 1 and (backend.audit() or [])[-1] == rec(7, "gpu1")
 
 
 def test_a_remote_tail_read_again_takes_only_its_new_lines() -> None:

@@ -39,3 +39,23 @@ def test_32_sides_on_4_hosts_spread_their_polls_and_a_beats_full_polls_share_one
     for s in r.sides:   # each side: a full poll every `every` beats, a heartbeat read every `beats`
         assert [b - a for a, b in zip(full_at[s], full_at[s][1:])] == [every]
         assert all(b - a == beats for a, b in zip(read_at[s], read_at[s][1:]))
+
+
+def test_a_served_side_is_quiet_between_its_reads_and_a_side_not_served_never_is() -> None:
+    """The app does not wake a side's loop on a beat its poll would read nothing (LiveBackend.quiet_beat):
+    32 served sides wake 16 loops a beat, not 32; a side that is not served, or a job's side, every beat."""
+    r = rig(32, 4)
+    r.engine = "process"
+    b = LiveBackend(r)
+    served = {s: True for s in r.sides}
+    b.live = SimpleNamespace(prober=SimpleNamespace(served=lambda s: served[s]))
+    for beat in range(100, 100 + full_every(32)):
+        woken = [s for s in r.sides if not b.quiet_beat(s, beat)]
+        assert len(woken) == 16, (beat, woken)
+        for s in r.sides:   # quiet exactly when neither its full poll nor its heartbeat read falls here
+            reads = falls_on(beat, b._phase[s], full_every(32)) or falls_on(beat, b._phase[s], beat_every(32))
+            assert b.quiet_beat(s, beat) is not reads
+    served["s01"] = False
+    assert not any(b.quiet_beat("s01", beat) for beat in range(100, 108))
+    r.engine = "slurm"
+    assert not any(b.quiet_beat(s, beat) for s in r.sides for beat in range(100, 108))
