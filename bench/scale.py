@@ -6,7 +6,7 @@ cluster of the benchmark's own (tests/support/slurm.py), and prints one line:
     scale: S sides on H hosts: beat median X ms (2 sides: Y ms), key p99 Z ms, idle W % (trivial Textual app T %, htop V %)
 
 - beat: one poll of every side, as the TUI's backend does it (LiveBackend.probe for each side with the
-  TUI's rpc=None, gathered: the process table and the squeue are shared by the beat; the warm-up beat
+  TUI's rpc=None, but for the sides whose poll would read nothing on that beat, as the TUI, gathered: the process table and the squeue are shared by the beat; the warm-up beat
   makes the RPC probes, which then follow their cadence), every second for --beats beats once every side
   is served (its evaluator running: up to 120 s of polling first); the median.
   Target: X / Y <= 8 for 16x the sides (sublinear).
@@ -65,8 +65,10 @@ async def beat_ms(rig_yaml: Path, beats: int, settle_s: float = 0.0) -> list[flo
         for i in range(beats + 1):
             t0 = time.perf_counter()
             # rpc=None as the TUI polls: only a cadence poll shares a host's process table with the beat
-            # (rpc=False is a plan's or a command's poll, which scans afresh).
-            await asyncio.gather(*(backend.probe(s, rpc=None) for s in rig.sides))
+            # (rpc=False is a plan's or a command's poll, which scans afresh). As the TUI's loops, a side
+            # whose poll would read nothing on this beat is not polled (LiveBackend.quiet_beat).
+            beat = int(time.monotonic() // rig.poll_s) if rig.poll_s > 0 else 0
+            await asyncio.gather(*(backend.probe(s, rpc=None) for s in rig.sides if not backend.quiet_beat(s, beat)))
             if i:
                 out.append((time.perf_counter() - t0) * 1000)
             await asyncio.sleep(1.0)
