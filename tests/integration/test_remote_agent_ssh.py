@@ -14,6 +14,7 @@ import pytest
 
 from ops.platform.base import Result
 from ops.platform.ssh import SshHost
+from tests.support.waits import until
 
 pytestmark = pytest.mark.ssh
 
@@ -212,10 +213,7 @@ def test_a_display_beat_reads_what_the_agent_pushed(ssh_cfg, tmp_path: Path) -> 
 
             async def next_push() -> None:
                 n = agent.pushes
-                deadline = time.monotonic() + 30   # a condition with a backstop
-                while agent.pushes <= n:
-                    assert time.monotonic() < deadline, "no push"
-                    await asyncio.sleep(0.02)
+                await until(lambda: agent.pushes > n, 30.0, "a push")
             await next_push()
             await next_push()
             asked = dict(agent.asked)

@@ -14,26 +14,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.support.waits import until
 from tests.unit.test_remote_agent import agent_process
 
 WITHIN_S = 0.5   # pushes every 0.3 s
-
-
-async def until(pred: Callable[[], object], timeout: float = 30.0) -> object:
-    """pred()'s first truthy value; AssertionError at the backstop (a condition, not a count of tries)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"not within {timeout} s")
-        await asyncio.sleep(0.02)
 
 
 @pytest.mark.parametrize("flags", [(), ("-S",)], ids=["msgpack", "builtin-codec"])

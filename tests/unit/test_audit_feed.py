@@ -69,7 +69,8 @@ class RemoteHost:
         return self.lines
 
 
-def test_the_live_backend_reads_a_remote_hosts_audit_through_the_host(tmp_path: Path) -> None:
+def remote_rig(tmp_path: Path):
+    """One side whose server and evaluator run on the ssh host gpu1."""
     rig_yaml = tmp_path / "rig.yaml"
     rig_yaml.write_text(textwrap.dedent(f"""\
         version: 1
@@ -82,7 +83,11 @@ def test_the_live_backend_reads_a_remote_hosts_audit_through_the_host(tmp_path: 
             evaluator: {{host: gpu1, conda_env: b2d, cwd: /b2d, script: ev.py, routes: r.xml,
                         checkpoint: a.json, log: a.log}}
         """))
-    rig = load_config(rig_yaml)
+    return load_config(rig_yaml)
+
+
+def test_the_live_backend_reads_a_remote_hosts_audit_through_the_host(tmp_path: Path) -> None:
+    rig = remote_rig(tmp_path)
     Audit(rig.state_dir).write({"side": "a", "host": "gpu1", "operation": "launch", "outcome": "done"})
     host = RemoteHost([json.dumps(rec(5, "gpu1"))])
     backend = LiveBackend(rig)
@@ -112,19 +117,7 @@ def test_the_live_backend_reads_a_remote_hosts_audit_through_the_host(tmp_path: 
 def test_a_host_with_no_audit_file_is_not_tailed_until_one_appears(tmp_path: Path) -> None:
     """Its supervisors have not audited there yet: a stat that finds no file means nothing to tail (each
     host's look came twice a second, a round trip each, on a rig of tens of sides)."""
-    rig_yaml = tmp_path / "rig.yaml"
-    rig_yaml.write_text(textwrap.dedent(f"""\
-        version: 1
-        state_dir: {tmp_path / 'state'}
-        hosts:
-          gpu1: {{type: ssh, address: gpu1.lab}}
-        sides:
-          a:
-            server: {{host: gpu1, command: [/opt/carla/CarlaUE4.sh], rpc_port: 2000}}
-            evaluator: {{host: gpu1, conda_env: b2d, cwd: /b2d, script: ev.py, routes: r.xml,
-                        checkpoint: a.json, log: a.log}}
-        """))
-    rig = load_config(rig_yaml)
+    rig = remote_rig(tmp_path)
     host = RemoteHost([json.dumps(rec(7, "gpu1"))])
     host.size = None
     backend = LiveBackend(rig)
