@@ -47,6 +47,8 @@ async def beat_ms(rig_yaml: Path, beats: int, settle_s: float = 0.0) -> list[flo
     from console.tui.backend import LiveBackend
     from console.tui.screens.main import is_tabular
     from ops.config import load_config
+    from ops.platform.child_watch import use_pidfd_child_watcher
+    use_pidfd_child_watcher()   # as the console's main does: a subprocess (squeue) needs no thread to be waited for
     rig = load_config(rig_yaml)
     backend = LiveBackend(rig)
     if is_tabular(len(rig.sides)):

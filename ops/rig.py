@@ -22,9 +22,10 @@ class LiveRig:
 
     _jobs: Any = None
 
-    async def job_of(self, side: str) -> dict | None:
+    async def job_of(self, side: str, within_s: float = 0.0) -> dict | None:
         """A scheduled side's job as the engine saw it on this beat (one squeue shared by all sides), with
-        the ports its job took followed (None for a process rig, or a side without a job)."""
+        the ports its job took followed (None for a process rig, or a side without a job). within_s: a
+        display's beat takes the last squeue up to that old while the next one runs (SharedObservation)."""
         if self.config.engine == "process":
             return None
         if self._jobs is None:
@@ -32,7 +33,7 @@ class LiveRig:
             from ops.engines.beat import SharedObservation
             self._jobs = SharedObservation(engine_for(self.config, self.hosts), self.config.poll_s / 2)
         self.follow_jobs(self.config.poll_s / 2)
-        run = (await self._jobs.runs(self)).get(side)
+        run = (await self._jobs.runs(self, within_s)).get(side)
         if run is None:
             return None
         j = run.to_json()

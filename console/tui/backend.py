@@ -135,7 +135,9 @@ class LiveBackend:
             snap = await self.live.prober.side(side, rpc=rpc, tail=self.log_tail, light_within_s=light,
                                                    beat_due=due)
             return with_supervisor_measure(snap, time.time())
-        job = await self.live.job_of(side)   # first: it follows the job's ports before the probe
+        # First: it follows the job's ports before the probe. A cadence poll takes the last squeue while the
+        # next one runs; `g` and a plan's poll wait for a new one.
+        job = await self.live.job_of(side, display_within_s(self.rig.poll_s) if rpc is None else 0.0)
         snap = await self.live.prober.side(side, rpc=rpc, tail=self.log_tail, light_within_s=light,
                                                    beat_due=due)
         shown = self._with_job.get(side)
