@@ -151,8 +151,8 @@ class LiveBackend:
         """A cadence poll of side on this beat would read nothing (a served side off its full and heartbeat
         beats: Prober.side returns the snapshot shown). The app does not wake a side's loop for such a beat:
         on a rig of tens of sides half the loops' wake-ups were those (timer, event, timeout, probe, hold).
-        Another engine's poll also follows its job each beat: never quiet."""
-        if self.rig.engine != "process" or not self.live.prober.served(side):
+        A job's side too: its row shows the job as at its last read, as it shows its heartbeat's age."""
+        if not self.live.prober.served(side):
             return False
         phase = self._phase[side]
         return not falls_on(beat, phase, self._full_every) and not falls_on(beat, phase, self._beat_every)

@@ -43,7 +43,7 @@ def test_32_sides_on_4_hosts_spread_their_polls_and_a_beats_full_polls_share_one
 
 def test_a_served_side_is_quiet_between_its_reads_and_a_side_not_served_never_is() -> None:
     """The app does not wake a side's loop on a beat its poll would read nothing (LiveBackend.quiet_beat):
-    32 served sides wake 16 loops a beat, not 32; a side that is not served, or a job's side, every beat."""
+    32 served sides wake 16 loops a beat, not 32 (a job's sides too); a side that is not served, every beat."""
     r = rig(32, 4)
     r.engine = "process"
     b = LiveBackend(r)
@@ -58,4 +58,6 @@ def test_a_served_side_is_quiet_between_its_reads_and_a_side_not_served_never_is
     served["s01"] = False
     assert not any(b.quiet_beat("s01", beat) for beat in range(100, 108))
     r.engine = "slurm"
-    assert not any(b.quiet_beat(s, beat) for s in r.sides for beat in range(100, 108))
+    assert [b.quiet_beat(s, 100) for s in r.sides if s != "s01"] == [
+        not (falls_on(100, b._phase[s], full_every(32)) or falls_on(100, b._phase[s], beat_every(32)))
+        for s in r.sides if s != "s01"]
