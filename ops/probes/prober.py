@@ -355,7 +355,7 @@ class Prober:
             server, hb, ev, vram_read = await server_c, await hb_c, await ev_c, await vram_c
         else:
             server, hb, ev, vram_read = await asyncio.gather(server_c, hb_c, ev_c, vram_c)
-        self._seen_port(name, server, seen)
+        self._keep_connect(name, server, seen)
         server = self._carry_rpc(name, server, due)
         server = self._hung(name, server, due)
         lines: tuple[str, ...] = ()
@@ -388,7 +388,7 @@ class Prober:
             return None
         return seen if 0 <= time.time() - seen.at < self.port_served_s else None
 
-    def _seen_port(self, name: str, server: ServerProbe, shown: PortSeen | None) -> None:
+    def _keep_connect(self, name: str, server: ServerProbe, shown: PortSeen | None) -> None:
         """Keep a connect that accepted (not one shown again: its age runs from the connect)."""
         if shown is not None and (server.pid, server.create_time) == (shown.pid, shown.create_time):
             return

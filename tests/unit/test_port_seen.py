@@ -62,20 +62,20 @@ def answer(pid: int, open_: bool | None = True) -> ServerProbe:
 
 def test_only_a_display_beat_of_a_served_side_takes_the_seen_connect() -> None:
     p = Prober(rig_config(), {})
-    p._seen_port("A", answer(7), None)
+    p._keep_connect("A", answer(7), None)
     assert p._port_seen("A", 1.5, rpc_due=False) is None          # not served (yet): connect
     p._served["A"] = True
     seen = p._port_seen("A", 1.5, rpc_due=False)
     assert seen is not None and seen.pid == 7
     assert p._port_seen("A", 0.0, rpc_due=False) is None          # a plan's or a check's poll measures now
     assert p._port_seen("A", 1.5, rpc_due=True) is None           # an RPC probe connects anyway
-    p._seen_port("A", answer(7), seen)                             # shown again: its age runs on
+    p._keep_connect("A", answer(7), seen)                             # shown again: its age runs on
     assert p._ports["A"] is seen
     p.port_served_s = 0.0                                          # older than the window: connect
     assert p._port_seen("A", 1.5, rpc_due=False) is None
     p.port_served_s = 60.0
-    p._seen_port("A", answer(7, open_=None), None)                 # a connect that could not tell: forgotten
+    p._keep_connect("A", answer(7, open_=None), None)                 # a connect that could not tell: forgotten
     assert p._port_seen("A", 1.5, rpc_due=False) is None
     p._served["A"] = False
-    p._seen_port("A", answer(8), None)
+    p._keep_connect("A", answer(8), None)
     assert p._port_seen("A", 1.5, rpc_due=False) is None          # the side stopped being served
