@@ -262,13 +262,22 @@ def test_server_hang_mode(sim):
 
 # ------------------------------------------------------------------------------------------------- conda
 
+def cmdline_of(p: psutil.Process) -> list[str]:
+    """A process's argv while it runs; [] once it has exited (the shell's `conda shell.posix hook` child is
+    a zombie for a moment before the shell reaps it: psutil refuses a zombie's cmdline)."""
+    try:
+        return p.cmdline()
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return []
+
+
 def test_conda_wrapper_holds_the_command_and_ignores_term(sim, spawned):
     layout, _ = sim
     code = "import time; time.sleep(60)"
     wrapper = spawned.popen([str(layout.conda), "run", "-n", "sim-carla", "--no-capture-output", "python", "-c", code])
     wp = psutil.Process(wrapper.pid)
     # The real tree: conda's python → /usr/bin/bash /tmp/tmpXXXX → the command.
-    assert wait_until(lambda: wp.children() and [c for c in wp.children()[0].children() if c.cmdline()[-1:] == [code]], 5)
+    assert wait_until(lambda: wp.children() and [c for c in wp.children()[0].children() if cmdline_of(c)[-1:] == [code]], 5)
     (bash,) = wp.children()
     spawned.adopt(bash)
     script = bash.cmdline()[1]
